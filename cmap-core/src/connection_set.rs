@@ -1,0 +1,171 @@
+//! The connections a pool holds: available (owned here), pending and in
+//! use (owned by whoever establishes or uses them; only their bookkeeping
+//! is here). Plain data: no outputs.
+//!
+//! Counts follow the spec: total = pending + available + in use.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use crate::connection::{ConnectionId, Meta, ServiceId, WaiterId};
+
+/// A connection being established (spec state "pending").
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pending {
+    pub(crate) created_at: Instant,
+    pub(crate) generation: u32,
+    /// The checkout it was created for, while that checkout still waits.
+    pub(crate) requester: Option<WaiterId>,
+}
+
+/// An established connection waiting in the pool (spec state "available").
+pub(crate) struct Available<C> {
+    pub(crate) meta: Meta,
+    pub(crate) conn: C,
+}
+
+/// Bookkeeping of a checked-out connection (spec state "in use").
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InUse {
+    pub(crate) id: ConnectionId,
+    pub(crate) generation: u32,
+    pub(crate) service_id: Option<ServiceId>,
+    /// Interrupted by a clear: already counted closed, disposed of at
+    /// check-in.
+    pub(crate) interrupted: bool,
+}
+
+pub(crate) struct ConnectionSet<C> {
+    /// A stack: the most recently returned connection is reused first, so
+    /// the surplus sinks to the bottom and perishes (psycopg3: LIFO).
+    available: Vec<Available<C>>,
+    pending: BTreeMap<ConnectionId, Pending>,
+    /// In-use table indexed by slot; slots are recycled through `free`, so
+    /// checking out and in allocates nothing once warm.
+    in_use: Vec<Option<InUse>>,
+    free: Vec<usize>,
+    in_use_count: usize,
+}
+
+impl<C> Default for ConnectionSet<C> {
+    fn default() -> Self {
+        ConnectionSet {
+            available: Vec::new(),
+            pending: BTreeMap::new(),
+            in_use: Vec::new(),
+            free: Vec::new(),
+            in_use_count: 0,
+        }
+    }
+}
+
+impl<C> ConnectionSet<C> {
+    pub(crate) fn total(&self) -> usize {
+        self.available.len() + self.pending.len() + self.in_use_count
+    }
+    pub(crate) fn available_len(&self) -> usize {
+        self.available.len()
+    }
+    pub(crate) fn pending_len(&self) -> usize {
+        self.pending.len()
+    }
+    pub(crate) fn in_use_len(&self) -> usize {
+        self.in_use_count
+    }
+
+    pub(crate) fn push_available(&mut self, available: Available<C>) {
+        self.available.push(available);
+    }
+    pub(crate) fn pop_available(&mut self) -> Option<Available<C>> {
+        self.available.pop()
+    }
+    /// Removes the available connections `perished` picks, oldest first.
+    pub(crate) fn extract_available<F>(&mut self, mut perished: F) -> Vec<Available<C>>
+    where
+        F: FnMut(&Meta) -> bool,
+    {
+        self.available.extract_if(.., |a| perished(&a.meta)).collect()
+    }
+    pub(crate) fn available_metas(&self) -> impl Iterator<Item = &Meta> {
+        self.available.iter().map(|a| &a.meta)
+    }
+
+    pub(crate) fn insert_pending(&mut self, id: ConnectionId, pending: Pending) {
+        self.pending.insert(id, pending);
+    }
+    pub(crate) fn remove_pending(&mut self, id: ConnectionId) -> Option<Pending> {
+        self.pending.remove(&id)
+    }
+    pub(crate) fn pending_mut(&mut self, id: ConnectionId) -> Option<&mut Pending> {
+        self.pending.get_mut(&id)
+    }
+    /// Removes the pending connections `pick` selects, in id order.
+    pub(crate) fn extract_pending<F>(&mut self, mut pick: F) -> Vec<(ConnectionId, Pending)>
+    where
+        F: FnMut(&Pending) -> bool,
+    {
+        let ids: Vec<ConnectionId> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| pick(p))
+            .map(|(id, _)| *id)
+            .collect();
+        ids.into_iter()
+            .filter_map(|id| self.pending.remove(&id).map(|p| (id, p)))
+            .collect()
+    }
+    pub(crate) fn pending_ids(&self) -> impl Iterator<Item = (&ConnectionId, &Pending)> {
+        self.pending.iter()
+    }
+
+    /// Records a checked-out connection and returns its slot.
+    pub(crate) fn insert_in_use(&mut self, entry: InUse) -> usize {
+        self.in_use_count += 1;
+        match self.free.pop() {
+            Some(slot) => {
+                self.in_use[slot] = Some(entry);
+                slot
+            }
+            None => {
+                self.in_use.push(Some(entry));
+                self.in_use.len() - 1
+            }
+        }
+    }
+
+    /// Forgets the checked-out connection in `slot`, if it is `id`.
+    pub(crate) fn take_in_use(&mut self, slot: usize, id: ConnectionId) -> Option<InUse> {
+        let cell = self.in_use.get_mut(slot)?;
+        if cell.is_none_or(|e| e.id != id) {
+            return None;
+        }
+        let entry = cell.take()?;
+        self.free.push(slot);
+        if !entry.interrupted {
+            self.in_use_count -= 1;
+        }
+        Some(entry)
+    }
+
+    /// Marks the in-use connections `pick` selects as interrupted (no
+    /// longer counted) and returns them in id order.
+    pub(crate) fn interrupt_in_use<F>(&mut self, mut pick: F) -> Vec<InUse>
+    where
+        F: FnMut(&InUse) -> bool,
+    {
+        let mut picked = Vec::new();
+        for entry in self.in_use.iter_mut().flatten() {
+            if !entry.interrupted && pick(entry) {
+                entry.interrupted = true;
+                picked.push(*entry);
+            }
+        }
+        self.in_use_count -= picked.len();
+        picked.sort_by_key(|e| e.id);
+        picked
+    }
+
+    pub(crate) fn in_use_entries(&self) -> impl Iterator<Item = &InUse> {
+        self.in_use.iter().flatten()
+    }
+}

@@ -1,0 +1,234 @@
+//! The CMAP monitoring events (spec: "Connection Pool Monitoring"), plus
+//! one extension, [`Event::ReconnectGaveUp`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::connection::{ConnectionId, ServiceId};
+use crate::error::{CheckOutError, SharedError};
+use crate::options::PoolOptions;
+use crate::Address;
+
+/// Why a connection was closed (`ConnectionClosedEvent.reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ClosedReason {
+    /// The pool was cleared, making the connection stale.
+    Stale,
+    /// The connection was available for longer than `maxIdleTimeMS`.
+    Idle,
+    /// The connection experienced an error.
+    Error,
+    /// The pool was closed.
+    PoolClosed,
+    /// Extension: the connection reached its maximum lifetime.
+    Lifetime,
+    /// Extension: the user detached the connection from the pool.
+    Detached,
+}
+
+impl ClosedReason {
+    /// The spec's value (`"stale"`, `"idle"`, `"error"`, `"poolClosed"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClosedReason::Stale => "stale",
+            ClosedReason::Idle => "idle",
+            ClosedReason::Error => "error",
+            ClosedReason::PoolClosed => "poolClosed",
+            ClosedReason::Lifetime => "lifetime",
+            ClosedReason::Detached => "detached",
+        }
+    }
+
+    /// The spec's log message text for this reason.
+    pub fn log_message(self) -> &'static str {
+        match self {
+            ClosedReason::Stale => "Connection became stale because the pool was cleared",
+            ClosedReason::Idle => {
+                "Connection has been available but unused for longer than the configured max idle time"
+            }
+            ClosedReason::Error => "An error occurred while using the connection",
+            ClosedReason::PoolClosed => "Connection pool was closed",
+            ClosedReason::Lifetime => "Connection reached its maximum lifetime",
+            ClosedReason::Detached => "Connection was detached from the pool",
+        }
+    }
+}
+
+/// Why a checkout failed (`ConnectionCheckOutFailedEvent.reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CheckOutFailedReason {
+    /// The pool was closed.
+    PoolClosed,
+    /// The checkout's timeout elapsed.
+    Timeout,
+    /// The pool was paused or cleared, or establishing failed.
+    ConnectionError,
+}
+
+impl CheckOutFailedReason {
+    /// The spec's value (`"poolClosed"`, `"timeout"`, `"connectionError"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckOutFailedReason::PoolClosed => "poolClosed",
+            CheckOutFailedReason::Timeout => "timeout",
+            CheckOutFailedReason::ConnectionError => "connectionError",
+        }
+    }
+
+    /// The spec's log message text for this reason.
+    pub fn log_message(self) -> &'static str {
+        match self {
+            CheckOutFailedReason::PoolClosed => "Connection pool was closed",
+            CheckOutFailedReason::Timeout => {
+                "Wait queue timeout elapsed without a connection becoming available"
+            }
+            CheckOutFailedReason::ConnectionError => {
+                "An error occurred while trying to establish a new connection"
+            }
+        }
+    }
+
+    pub(crate) fn of(error: &CheckOutError) -> CheckOutFailedReason {
+        match error {
+            CheckOutError::PoolClosed { .. } => CheckOutFailedReason::PoolClosed,
+            CheckOutError::WaitQueueTimeout { .. } => CheckOutFailedReason::Timeout,
+            _ => CheckOutFailedReason::ConnectionError,
+        }
+    }
+}
+
+/// A pool event, in the order the pool emitted it. Durations are measured
+/// on the `now` the driver passed in.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+#[allow(missing_docs)] // the fields are the spec's, under the same names
+pub enum Event {
+    /// `PoolCreatedEvent`; `options` lists the options the user set.
+    PoolCreated {
+        address: Address,
+        options: Arc<PoolOptions>,
+    },
+    /// `PoolReadyEvent`.
+    PoolReady { address: Address },
+    /// `PoolClearedEvent`.
+    PoolCleared {
+        address: Address,
+        service_id: Option<ServiceId>,
+        interrupt_in_use_connections: bool,
+    },
+    /// `PoolClosedEvent`.
+    PoolClosed { address: Address },
+    /// `ConnectionCreatedEvent`.
+    ConnectionCreated {
+        address: Address,
+        connection_id: ConnectionId,
+    },
+    /// `ConnectionReadyEvent`; `duration` since its creation.
+    ConnectionReady {
+        address: Address,
+        connection_id: ConnectionId,
+        duration: Duration,
+    },
+    /// `ConnectionClosedEvent`; `error` when the reason is an error.
+    ConnectionClosed {
+        address: Address,
+        connection_id: ConnectionId,
+        reason: ClosedReason,
+        error: Option<SharedError>,
+    },
+    /// `ConnectionCheckOutStartedEvent`.
+    ConnectionCheckOutStarted { address: Address },
+    /// `ConnectionCheckOutFailedEvent`; `duration` since checkout started.
+    ConnectionCheckOutFailed {
+        address: Address,
+        reason: CheckOutFailedReason,
+        error: CheckOutError,
+        duration: Duration,
+    },
+    /// `ConnectionCheckedOutEvent`; `duration` since checkout started.
+    ConnectionCheckedOut {
+        address: Address,
+        connection_id: ConnectionId,
+        duration: Duration,
+    },
+    /// `ConnectionCheckedInEvent`.
+    ConnectionCheckedIn {
+        address: Address,
+        connection_id: ConnectionId,
+    },
+    /// Extension: reconnecting failed for longer than `give_up_after`; the
+    /// pool stays paused until it is marked ready again.
+    ReconnectGaveUp {
+        address: Address,
+        failing_for: Duration,
+        last_error: SharedError,
+    },
+}
+
+impl Event {
+    /// The spec's event type name without the `Event` suffix, as the CMAP
+    /// tests spell it (`ConnectionPoolCreated`, `ConnectionCheckedOut`, ...).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Event::PoolCreated { .. } => "ConnectionPoolCreated",
+            Event::PoolReady { .. } => "ConnectionPoolReady",
+            Event::PoolCleared { .. } => "ConnectionPoolCleared",
+            Event::PoolClosed { .. } => "ConnectionPoolClosed",
+            Event::ConnectionCreated { .. } => "ConnectionCreated",
+            Event::ConnectionReady { .. } => "ConnectionReady",
+            Event::ConnectionClosed { .. } => "ConnectionClosed",
+            Event::ConnectionCheckOutStarted { .. } => "ConnectionCheckOutStarted",
+            Event::ConnectionCheckOutFailed { .. } => "ConnectionCheckOutFailed",
+            Event::ConnectionCheckedOut { .. } => "ConnectionCheckedOut",
+            Event::ConnectionCheckedIn { .. } => "ConnectionCheckedIn",
+            Event::ReconnectGaveUp { .. } => "ReconnectGaveUp",
+        }
+    }
+
+    /// The address of the pool that emitted it.
+    pub fn address(&self) -> &Address {
+        match self {
+            Event::PoolCreated { address, .. }
+            | Event::PoolReady { address }
+            | Event::PoolCleared { address, .. }
+            | Event::PoolClosed { address }
+            | Event::ConnectionCreated { address, .. }
+            | Event::ConnectionReady { address, .. }
+            | Event::ConnectionClosed { address, .. }
+            | Event::ConnectionCheckOutStarted { address }
+            | Event::ConnectionCheckOutFailed { address, .. }
+            | Event::ConnectionCheckedOut { address, .. }
+            | Event::ConnectionCheckedIn { address, .. }
+            | Event::ReconnectGaveUp { address, .. } => address,
+        }
+    }
+
+    /// The connection it is about, if any.
+    pub fn connection_id(&self) -> Option<ConnectionId> {
+        match self {
+            Event::ConnectionCreated { connection_id, .. }
+            | Event::ConnectionReady { connection_id, .. }
+            | Event::ConnectionClosed { connection_id, .. }
+            | Event::ConnectionCheckedOut { connection_id, .. }
+            | Event::ConnectionCheckedIn { connection_id, .. } => Some(*connection_id),
+            Event::ConnectionCheckOutFailed {
+                error: CheckOutError::ConnectionError { connection_id, .. },
+                ..
+            } => Some(*connection_id),
+            _ => None,
+        }
+    }
+
+    /// The duration it carries (`ConnectionReady`, `ConnectionCheckedOut`,
+    /// `ConnectionCheckOutFailed`).
+    pub fn duration(&self) -> Option<Duration> {
+        match self {
+            Event::ConnectionReady { duration, .. }
+            | Event::ConnectionCheckedOut { duration, .. }
+            | Event::ConnectionCheckOutFailed { duration, .. } => Some(*duration),
+            _ => None,
+        }
+    }
+}

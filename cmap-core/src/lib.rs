@@ -1,0 +1,118 @@
+//! # cmap-core
+//!
+//! The MongoDB "Connection Monitoring and Pooling" (CMAP) connection pool as
+//! a pure, deterministic state machine. **This crate never reads a clock,
+//! sleeps, spawns, locks or does I/O**: time is an argument (`now`) of every
+//! input, and everything the pool wants done comes out as an [`Output`].
+//! The same inputs at the same instants give the same outputs, which is what
+//! makes replay, property tests and a virtual-time spec runner possible.
+//! `clippy.toml` bans reading the system clock, sleeping and hash maps here.
+//!
+//! ## The driver contract
+//!
+//! A driver (an adapter for one runtime) owns a [`Pool`] behind a lock and:
+//!
+//! - **Inputs** — calls one `handle_*` method per thing that happened, with
+//!   the clock's current `now`:
+//!   [`handle_check_out`](Pool::handle_check_out),
+//!   [`handle_check_in`](Pool::handle_check_in),
+//!   [`handle_clear`](Pool::handle_clear), [`handle_ready`](Pool::handle_ready),
+//!   [`handle_close`](Pool::handle_close),
+//!   [`handle_established`](Pool::handle_established) /
+//!   [`handle_establish_failed`](Pool::handle_establish_failed),
+//!   [`handle_cancel`](Pool::handle_cancel) and
+//!   [`handle_timeout`](Pool::handle_timeout).
+//! - **Outputs** — after *every* input, drains
+//!   [`poll_output`](Pool::poll_output) until `None` and carries out each
+//!   [`Action`] (start establishing, deliver to or fail a waiter, close or
+//!   interrupt a connection) and delivers each [`Event`], in order and
+//!   outside the lock.
+//! - **Timers** — keeps one sleep until [`poll_timeout`](Pool::poll_timeout)
+//!   and calls `handle_timeout(now)` with the clock's time (not the deadline)
+//!   when it fires. Spurious or late calls are harmless; time never runs
+//!   backwards inside the pool.
+//!
+//! Pool outcomes (a timeout, a cleared or closed pool) are outputs, not
+//! `Err`s; `Err` means misuse (an unknown id, a connection from another
+//! pool).
+//!
+//! ```no_run
+//! use std::time::Instant;
+//! use cmap_core::{Action, Address, Output, Pool, PoolOptions};
+//!
+//! struct Socket; // whatever a connection is
+//!
+//! /// A driver's run loop; `clock` is the driver's clock (in a real
+//! /// adapter, the runtime's).
+//! fn run(clock: impl Fn() -> Instant) {
+//!     let options = PoolOptions::builder().max_pool_size(10).build().unwrap();
+//!     let mut pool: Pool<Socket> = Pool::new(clock(), "db:27017".parse().unwrap(), options);
+//!     pool.handle_ready(clock()).unwrap();
+//!     let me = pool.handle_check_out(clock());
+//!     loop {
+//!         while let Some(output) = pool.poll_output() {
+//!             match output {
+//!                 Output::Action(Action::Establish { id }) => {
+//!                     // connect in the background; when it is done:
+//!                     pool.handle_established(clock(), id, Socket, None).unwrap();
+//!                 }
+//!                 Output::Action(Action::Deliver { waiter, connection }) if waiter == me => {
+//!                     // use `connection`, then give it back:
+//!                     pool.handle_check_in(clock(), connection).unwrap();
+//!                 }
+//!                 Output::Action(_other) => { /* fail a waiter, close, interrupt... */ }
+//!                 Output::Event(event) => println!("{}", event.name()),
+//!             }
+//!         }
+//!         match pool.poll_timeout() {
+//!             Some(_deadline) => {
+//!                 // sleep until `_deadline` (or the next input), then pass
+//!                 // the clock's time, not the deadline:
+//!                 pool.handle_timeout(clock());
+//!             }
+//!             None => break,
+//!         }
+//!     }
+//! }
+//! ```
+//!
+//! The fast paths — checking out an available connection, and checking in
+//! with nobody waiting — allocate nothing and are O(1) when events are off
+//! ([`Pool::set_events_enabled`]). Cancelling a queued checkout and expiring
+//! a deadline are O(log n) in the queue length.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod address;
+mod connection;
+mod connection_set;
+mod error;
+mod event;
+mod invariants;
+mod maintenance;
+mod options;
+mod output;
+mod perish;
+mod pool;
+mod stats;
+mod wait_queue;
+
+pub use address::Address;
+pub use connection::{ConnectionId, Pooled, ServiceId, WaiterId};
+pub use error::{
+    CheckInError, CheckOutError, ClearCause, InterruptedError, OptionsError, SharedError, UsageError,
+};
+pub use event::{CheckOutFailedReason, ClosedReason, Event};
+pub use options::{EstablishFailure, PoolOptions, PoolOptionsBuilder, Reconnect};
+pub use output::{Action, Output};
+pub use pool::{Clear, Pool, PoolState};
+pub use stats::{Stats, Status};
+
+#[cfg(test)]
+mod test_clock {
+    /// Unit tests need one real instant as the origin of their virtual time.
+    #[allow(clippy::disallowed_methods)]
+    pub(crate) fn origin() -> std::time::Instant {
+        std::time::Instant::now()
+    }
+}

@@ -1,0 +1,483 @@
+//! Pool options: the spec's `ConnectionPoolOptions` plus the extensions of
+//! this crate, their defaults, and their validation.
+//!
+//! Every option can be set through the typed builder or by its spec name
+//! (`maxPoolSize`, ...) as found in a MongoDB connection string. A bad value
+//! is an [`OptionsError`] naming the option and the value; nothing panics.
+
+use std::time::Duration;
+
+use crate::error::OptionsError;
+
+/// What the pool does when establishing a connection fails.
+///
+/// The spec hands an establishment error to SDAM, whose reaction to a
+/// pre-handshake error is to clear the pool. A pool used without SDAM gets
+/// that reaction from the core itself with [`EstablishFailure::ClearPool`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum EstablishFailure {
+    /// Clear the pool (pause it, fail every waiter with a retryable
+    /// `PoolClearedError`), as SDAM does for a pre-handshake error.
+    #[default]
+    ClearPool,
+    /// Leave the pool as it is: only the checkout that asked for the
+    /// connection fails. New attempts are spaced by the reconnect backoff.
+    KeepReady,
+}
+
+/// Exponential backoff for reconnecting after establishment failures, with a
+/// point where the pool gives up and says so loudly (psycopg3's
+/// `reconnect_timeout` / `reconnect_failed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reconnect {
+    /// The first delay after a failure.
+    pub initial_delay: Duration,
+    /// The largest delay; each consecutive failure doubles the previous one.
+    pub max_delay: Duration,
+    /// After failing for this long without a success, stop retrying on
+    /// its own and emit [`crate::Event::ReconnectGaveUp`].
+    pub give_up_after: Option<Duration>,
+}
+
+impl Default for Reconnect {
+    fn default() -> Self {
+        Reconnect {
+            initial_delay: Duration::from_millis(100),
+            max_delay: Duration::from_secs(10),
+            give_up_after: Some(Duration::from_secs(300)),
+        }
+    }
+}
+
+/// Validated pool options. Build them with [`PoolOptions::builder`] or
+/// [`PoolOptions::from_connection_string`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoolOptions {
+    pub(crate) max_pool_size: u32,
+    pub(crate) min_pool_size: u32,
+    pub(crate) max_idle_time: Option<Duration>,
+    pub(crate) max_connecting: u32,
+    pub(crate) wait_queue_timeout: Option<Duration>,
+    pub(crate) load_balanced: bool,
+    pub(crate) maintenance_interval: Option<Duration>,
+    pub(crate) max_lifetime: Option<Duration>,
+    pub(crate) lifetime_jitter: f64,
+    pub(crate) establish_failure: EstablishFailure,
+    pub(crate) reconnect: Option<Reconnect>,
+    pub(crate) seed: u64,
+    /// The spec options the user set, by spec name, for `PoolCreatedEvent`
+    /// and the "Connection pool created" log message.
+    pub(crate) explicit: Vec<(&'static str, u64)>,
+}
+
+/// The spec's defaults (maxPoolSize 100, minPoolSize 0, maxConnecting 2, no
+/// idle limit, no wait-queue timeout) and a one-second background run.
+impl Default for PoolOptions {
+    fn default() -> Self {
+        PoolOptions {
+            max_pool_size: 100,
+            min_pool_size: 0,
+            max_idle_time: None,
+            max_connecting: 2,
+            wait_queue_timeout: None,
+            load_balanced: false,
+            maintenance_interval: Some(Duration::from_secs(1)),
+            max_lifetime: None,
+            lifetime_jitter: 0.0,
+            establish_failure: EstablishFailure::ClearPool,
+            reconnect: None,
+            seed: 0x5EED_C0DE,
+            explicit: Vec::new(),
+        }
+    }
+}
+
+impl PoolOptions {
+    /// A builder starting from the defaults.
+    pub fn builder() -> PoolOptionsBuilder {
+        PoolOptionsBuilder::default()
+    }
+
+    /// Options from the query of a MongoDB connection string
+    /// (`mongodb://host/?maxPoolSize=5&minPoolSize=1`). Option names are
+    /// case-insensitive, as in the URI spec. With `strict`, an option this
+    /// pool does not know is an error; otherwise it is left for others.
+    pub fn from_connection_string(uri: &str, strict: bool) -> Result<PoolOptions, OptionsError> {
+        let mut builder = PoolOptions::builder();
+        let query = uri.split_once('?').map_or("", |(_, q)| q);
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            if !builder.set(key, value)? && strict {
+                return Err(OptionsError::Unknown {
+                    option: key.to_owned(),
+                });
+            }
+        }
+        builder.build()
+    }
+
+    /// `maxPoolSize`: the most connections (pending, available and in
+    /// use) the pool may hold; 0 means no limit.
+    pub fn max_pool_size(&self) -> u32 {
+        self.max_pool_size
+    }
+    /// `minPoolSize`: the pool is populated up to this many connections
+    /// while it is ready.
+    pub fn min_pool_size(&self) -> u32 {
+        self.min_pool_size
+    }
+    /// `maxIdleTimeMS`: how long a connection may stay available before it
+    /// perishes; `None` is no limit.
+    pub fn max_idle_time(&self) -> Option<Duration> {
+        self.max_idle_time
+    }
+    /// `maxConnecting`: how many connections may be established at once.
+    pub fn max_connecting(&self) -> u32 {
+        self.max_connecting
+    }
+    /// `waitQueueTimeoutMS`: how long a checkout may wait; `None` is no limit.
+    pub fn wait_queue_timeout(&self) -> Option<Duration> {
+        self.wait_queue_timeout
+    }
+    /// Load-balanced mode: generations are kept per service id.
+    pub fn load_balanced(&self) -> bool {
+        self.load_balanced
+    }
+    /// The pause between background runs; `None` means runs only happen
+    /// when something asks for one at once (ready, clear).
+    pub fn maintenance_interval(&self) -> Option<Duration> {
+        self.maintenance_interval
+    }
+    /// The longest a connection lives before it is retired.
+    pub fn max_lifetime(&self) -> Option<Duration> {
+        self.max_lifetime
+    }
+    /// The reaction to an establishment error.
+    pub fn establish_failure(&self) -> EstablishFailure {
+        self.establish_failure
+    }
+    /// The reconnect backoff, if the pool re-readies itself after failures.
+    pub fn reconnect(&self) -> Option<Reconnect> {
+        self.reconnect
+    }
+    /// The spec options the user set, by spec name, in the order set.
+    pub fn explicit_options(&self) -> &[(&'static str, u64)] {
+        &self.explicit
+    }
+    /// Whether the pool has a `maxPoolSize`.
+    pub(crate) fn is_capped(&self) -> bool {
+        self.max_pool_size > 0
+    }
+}
+
+/// Builds [`PoolOptions`], validating them once in [`build`](Self::build).
+#[derive(Debug, Clone, Default)]
+pub struct PoolOptionsBuilder {
+    options: PoolOptions,
+}
+
+const SPEC_OPTIONS: [&str; 5] = [
+    "maxPoolSize",
+    "minPoolSize",
+    "maxIdleTimeMS",
+    "maxConnecting",
+    "waitQueueTimeoutMS",
+];
+
+impl PoolOptionsBuilder {
+    fn note(&mut self, name: &'static str, value: u64) {
+        self.options.explicit.retain(|(n, _)| *n != name);
+        self.options.explicit.push((name, value));
+    }
+
+    /// `maxPoolSize` (0: no limit).
+    pub fn max_pool_size(mut self, value: u32) -> Self {
+        self.options.max_pool_size = value;
+        self.note("maxPoolSize", value.into());
+        self
+    }
+    /// `minPoolSize`.
+    pub fn min_pool_size(mut self, value: u32) -> Self {
+        self.options.min_pool_size = value;
+        self.note("minPoolSize", value.into());
+        self
+    }
+    /// `maxIdleTimeMS` (zero: no limit).
+    pub fn max_idle_time(mut self, value: Duration) -> Self {
+        self.options.max_idle_time = (!value.is_zero()).then_some(value);
+        self.note("maxIdleTimeMS", millis(value));
+        self
+    }
+    /// `maxConnecting` (must be > 0).
+    pub fn max_connecting(mut self, value: u32) -> Self {
+        self.options.max_connecting = value;
+        self.note("maxConnecting", value.into());
+        self
+    }
+    /// `waitQueueTimeoutMS` (zero: no limit).
+    pub fn wait_queue_timeout(mut self, value: Duration) -> Self {
+        self.options.wait_queue_timeout = (!value.is_zero()).then_some(value);
+        self.note("waitQueueTimeoutMS", millis(value));
+        self
+    }
+    /// Load-balanced mode (generations per service id).
+    pub fn load_balanced(mut self, value: bool) -> Self {
+        self.options.load_balanced = value;
+        self
+    }
+    /// The pause between background runs; `None` never runs on a timer.
+    pub fn maintenance_interval(mut self, value: Option<Duration>) -> Self {
+        self.options.maintenance_interval = value;
+        self
+    }
+    /// Retire connections after `lifetime`, shortened by a random fraction
+    /// of up to `jitter` (0.0..=1.0) so that connections made together do
+    /// not all expire together.
+    pub fn max_lifetime(mut self, lifetime: Duration, jitter: f64) -> Self {
+        self.options.max_lifetime = Some(lifetime);
+        self.options.lifetime_jitter = jitter;
+        self
+    }
+    /// The reaction to an establishment error.
+    pub fn establish_failure(mut self, value: EstablishFailure) -> Self {
+        self.options.establish_failure = value;
+        self
+    }
+    /// Re-ready the pool on its own after establishment failures.
+    pub fn reconnect(mut self, value: Option<Reconnect>) -> Self {
+        self.options.reconnect = value;
+        self
+    }
+    /// Seed of the generator behind lifetime and backoff jitter, so that a
+    /// replay with the same seed is exact.
+    pub fn seed(mut self, value: u64) -> Self {
+        self.options.seed = value;
+        self
+    }
+
+    /// Sets a spec option by its name (case-insensitive) from its text.
+    /// Returns `Ok(false)` for a name that is not a pool option.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<bool, OptionsError> {
+        let Some(option) = SPEC_OPTIONS.iter().find(|o| o.eq_ignore_ascii_case(name)) else {
+            return Ok(false);
+        };
+        let parsed = parse_count(option, value)?;
+        let builder = std::mem::take(self);
+        *self = match *option {
+            "maxPoolSize" => builder.max_pool_size(narrow(option, value, parsed)?),
+            "minPoolSize" => builder.min_pool_size(narrow(option, value, parsed)?),
+            "maxConnecting" => builder.max_connecting(narrow(option, value, parsed)?),
+            "maxIdleTimeMS" => builder.max_idle_time(Duration::from_millis(parsed)),
+            _ => builder.wait_queue_timeout(Duration::from_millis(parsed)),
+        };
+        Ok(true)
+    }
+
+    /// Validates and returns the options.
+    pub fn build(self) -> Result<PoolOptions, OptionsError> {
+        let o = self.options;
+        if o.max_connecting == 0 {
+            return Err(OptionsError::Invalid {
+                option: "maxConnecting",
+                value: "0".into(),
+                reason: "must be greater than 0",
+            });
+        }
+        if o.is_capped() && o.min_pool_size > o.max_pool_size {
+            return Err(OptionsError::MinExceedsMax {
+                min: o.min_pool_size,
+                max: o.max_pool_size,
+            });
+        }
+        if !(0.0..=1.0).contains(&o.lifetime_jitter) {
+            return Err(OptionsError::Invalid {
+                option: "maxLifetimeJitter",
+                value: o.lifetime_jitter.to_string(),
+                reason: "must be between 0.0 and 1.0",
+            });
+        }
+        if o.maintenance_interval.is_some_and(|d| d.is_zero()) {
+            return Err(OptionsError::Invalid {
+                option: "maintenanceInterval",
+                value: "0".into(),
+                reason: "must be greater than 0 (use None to never run)",
+            });
+        }
+        if let Some(r) = o.reconnect {
+            if r.initial_delay.is_zero() || r.max_delay < r.initial_delay {
+                return Err(OptionsError::Invalid {
+                    option: "reconnect",
+                    value: format!("{:?}..{:?}", r.initial_delay, r.max_delay),
+                    reason: "needs 0 < initial_delay <= max_delay",
+                });
+            }
+        }
+        Ok(o)
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Parses a non-negative integer; the spec allows no fractions or signs.
+fn parse_count(option: &'static str, value: &str) -> Result<u64, OptionsError> {
+    let trimmed = value.trim();
+    if trimmed.starts_with('-') {
+        return Err(OptionsError::Invalid {
+            option,
+            value: value.into(),
+            reason: "must not be negative",
+        });
+    }
+    trimmed.parse::<u64>().map_err(|_| OptionsError::Invalid {
+        option,
+        value: value.into(),
+        reason: "is not a non-negative integer",
+    })
+}
+
+fn narrow(option: &'static str, value: &str, parsed: u64) -> Result<u32, OptionsError> {
+    u32::try_from(parsed).map_err(|_| OptionsError::Invalid {
+        option,
+        value: value.into(),
+        reason: "is too large",
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_specs() {
+        let o = PoolOptions::builder().build().unwrap();
+        assert_eq!(o.max_pool_size(), 100);
+        assert_eq!(o.min_pool_size(), 0);
+        assert_eq!(o.max_connecting(), 2);
+        assert_eq!(o.max_idle_time(), None);
+        assert_eq!(o.wait_queue_timeout(), None);
+        assert!(o.explicit_options().is_empty());
+    }
+
+    #[test]
+    fn connection_string_sets_every_spec_option() {
+        let o = PoolOptions::from_connection_string(
+            "mongodb://h:27017/db?maxPoolSize=5&minPoolSize=1&maxConnecting=3&maxIdleTimeMS=250&waitQueueTimeoutMS=75",
+            true,
+        )
+        .unwrap();
+        assert_eq!(o.max_pool_size(), 5);
+        assert_eq!(o.min_pool_size(), 1);
+        assert_eq!(o.max_connecting(), 3);
+        assert_eq!(o.max_idle_time(), Some(Duration::from_millis(250)));
+        assert_eq!(o.wait_queue_timeout(), Some(Duration::from_millis(75)));
+        assert_eq!(o.explicit_options().len(), 5);
+    }
+
+    #[test]
+    fn names_are_case_insensitive() {
+        let o = PoolOptions::from_connection_string("mongodb://h/?MAXPOOLSIZE=7", true).unwrap();
+        assert_eq!(o.max_pool_size(), 7);
+    }
+
+    #[test]
+    fn zero_means_no_limit() {
+        let o = PoolOptions::from_connection_string(
+            "mongodb://h/?maxPoolSize=0&maxIdleTimeMS=0&waitQueueTimeoutMS=0",
+            true,
+        )
+        .unwrap();
+        assert!(!o.is_capped());
+        assert_eq!(o.max_idle_time(), None);
+        assert_eq!(o.wait_queue_timeout(), None);
+    }
+
+    #[test]
+    fn negative_value_names_option_and_value() {
+        let err = PoolOptions::from_connection_string("mongodb://h/?maxPoolSize=-1", true).unwrap_err();
+        assert_eq!(
+            err,
+            OptionsError::Invalid {
+                option: "maxPoolSize",
+                value: "-1".into(),
+                reason: "must not be negative"
+            }
+        );
+        assert!(err.to_string().contains("maxPoolSize"));
+        assert!(err.to_string().contains("-1"));
+    }
+
+    #[test]
+    fn not_a_number_is_rejected() {
+        let err = PoolOptions::from_connection_string("mongodb://h/?maxIdleTimeMS=soon", true).unwrap_err();
+        assert!(matches!(
+            err,
+            OptionsError::Invalid {
+                option: "maxIdleTimeMS",
+                ..
+            }
+        ));
+        let err = PoolOptions::from_connection_string("mongodb://h/?minPoolSize=1.5", true).unwrap_err();
+        assert!(matches!(
+            err,
+            OptionsError::Invalid {
+                option: "minPoolSize",
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn min_above_max_is_rejected_only_when_capped() {
+        let err = PoolOptions::from_connection_string("mongodb://h/?maxPoolSize=2&minPoolSize=3", true)
+            .unwrap_err();
+        assert_eq!(err, OptionsError::MinExceedsMax { min: 3, max: 2 });
+        assert!(
+            PoolOptions::from_connection_string("mongodb://h/?maxPoolSize=0&minPoolSize=3", true).is_ok()
+        );
+    }
+
+    #[test]
+    fn max_connecting_zero_is_rejected() {
+        let err = PoolOptions::builder().max_connecting(0).build().unwrap_err();
+        assert!(matches!(
+            err,
+            OptionsError::Invalid {
+                option: "maxConnecting",
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn unknown_option_is_an_error_only_in_strict_mode() {
+        let err = PoolOptions::from_connection_string("mongodb://h/?maxPoolSise=3", true).unwrap_err();
+        assert_eq!(
+            err,
+            OptionsError::Unknown {
+                option: "maxPoolSise".into()
+            }
+        );
+        assert!(PoolOptions::from_connection_string("mongodb://h/?appName=x", false).is_ok());
+    }
+
+    #[test]
+    fn bad_extension_values_are_rejected() {
+        assert!(PoolOptions::builder()
+            .max_lifetime(Duration::from_secs(1), 1.5)
+            .build()
+            .is_err());
+        assert!(PoolOptions::builder()
+            .maintenance_interval(Some(Duration::ZERO))
+            .build()
+            .is_err());
+        let r = Reconnect {
+            initial_delay: Duration::from_secs(2),
+            max_delay: Duration::from_secs(1),
+            give_up_after: None,
+        };
+        assert!(PoolOptions::builder().reconnect(Some(r)).build().is_err());
+    }
+}

@@ -1,0 +1,828 @@
+//! The pool state machine: every transition of the spec's "Connection Pool
+//! Behaviors", in one place. Inputs are the `handle_*` methods; outputs go
+//! to one ordered queue drained by [`Pool::poll_output`].
+//!
+//! Background runs, reconnect backoff and the timer table live in
+//! `maintenance.rs`; this file is the spec's pseudocode.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::connection::{ConnectionId, Meta, PoolId, Pooled, ServiceId, WaiterId};
+use crate::connection_set::{Available, ConnectionSet, InUse, Pending};
+use crate::error::{CheckInError, CheckOutError, ClearCause, SharedError, UsageError};
+use crate::event::{CheckOutFailedReason, ClosedReason, Event};
+use crate::maintenance::{Backoff, SplitMix64};
+use crate::options::{EstablishFailure, PoolOptions};
+use crate::output::{Action, Output};
+use crate::perish::Judge;
+use crate::stats::{Stats, Status};
+use crate::wait_queue::{WaitQueue, Waiter};
+use crate::Address;
+
+/// The pool's state (spec: `ConnectionPool.state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PoolState {
+    /// The initial state, and the state after a clear: no checkouts, no
+    /// background population.
+    Paused,
+    /// Serving checkouts and populating to `minPoolSize`.
+    Ready,
+    /// Closed for good.
+    Closed,
+}
+
+/// What a clear applies to. `Clear::default()` is a plain clear.
+#[derive(Debug, Clone, Default)]
+pub struct Clear {
+    /// Interrupt in-use (and pending) connections of the cleared
+    /// generation (spec: `interruptInUseConnections`).
+    pub interrupt_in_use: bool,
+    /// In load-balanced mode, the service to clear; required there and
+    /// refused elsewhere.
+    pub service_id: Option<ServiceId>,
+    /// Why, for the `PoolClearedError` message of the failed checkouts.
+    pub cause: Option<Arc<str>>,
+}
+
+/// Per-service generation and connection count (spec: "Load Balancer Mode").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ServiceGeneration {
+    pub(crate) generation: u32,
+    pub(crate) count: u32,
+}
+
+/// The CMAP connection pool as a deterministic state machine, generic over
+/// the connection type `C`. See the crate documentation for the driver
+/// contract.
+pub struct Pool<C> {
+    pub(crate) address: Address,
+    pub(crate) options: Arc<PoolOptions>,
+    pub(crate) id: PoolId,
+    pub(crate) state: PoolState,
+    pub(crate) generation: u32,
+    pub(crate) services: BTreeMap<ServiceId, ServiceGeneration>,
+    pub(crate) conns: ConnectionSet<C>,
+    pub(crate) queue: WaitQueue,
+    pub(crate) next_connection_id: u64,
+    pub(crate) next_waiter_id: u64,
+    out: VecDeque<Output<C>>,
+    events_enabled: bool,
+    pub(crate) now: Instant,
+    pub(crate) next_run: Option<Instant>,
+    clear_cause: ClearCause,
+    pub(crate) rng: SplitMix64,
+    pub(crate) stats: Stats,
+    pub(crate) backoff: Backoff,
+}
+
+impl<C> Pool<C> {
+    /// Creates a paused pool and emits `ConnectionPoolCreated` (spec:
+    /// "Creating a Connection Pool").
+    pub fn new(now: Instant, address: Address, options: PoolOptions) -> Pool<C> {
+        let next_run = options.maintenance_interval.map(|i| now + i);
+        let rng = SplitMix64::new(options.seed);
+        let mut pool = Pool {
+            address,
+            options: Arc::new(options),
+            id: PoolId::next(),
+            state: PoolState::Paused,
+            generation: 0,
+            services: BTreeMap::new(),
+            conns: ConnectionSet::default(),
+            queue: WaitQueue::default(),
+            next_connection_id: 1,
+            next_waiter_id: 1,
+            out: VecDeque::with_capacity(16),
+            events_enabled: true,
+            now,
+            next_run,
+            clear_cause: ClearCause::NeverReady,
+            rng,
+            stats: Stats::default(),
+            backoff: Backoff::default(),
+        };
+        pool.emit(|p| Event::PoolCreated {
+            address: p.address.clone(),
+            options: p.options.clone(),
+        });
+        pool
+    }
+
+    // ----- inputs -------------------------------------------------------
+
+    /// Starts a checkout limited by `waitQueueTimeoutMS`. The outcome comes
+    /// later as [`Action::Deliver`] or [`Action::Fail`] for the returned id
+    /// (spec: "Checking Out a Connection").
+    pub fn handle_check_out(&mut self, now: Instant) -> WaiterId {
+        let deadline = self.options.wait_queue_timeout.and_then(|t| now.checked_add(t));
+        self.handle_check_out_until(now, deadline)
+    }
+
+    /// Starts a checkout with its own deadline (`None`: wait forever), for
+    /// a caller that computes timeouts itself (client-side operation
+    /// timeouts, `get_timeout`).
+    pub fn handle_check_out_until(&mut self, now: Instant, deadline: Option<Instant>) -> WaiterId {
+        self.advance(now);
+        let id = WaiterId(self.next_waiter_id);
+        self.next_waiter_id += 1;
+        let started_at = self.now;
+        self.stats.requests += 1;
+        self.emit(|p| Event::ConnectionCheckOutStarted {
+            address: p.address.clone(),
+        });
+        match self.state {
+            PoolState::Closed => self.fail(id, started_at, self.pool_closed_error()),
+            PoolState::Paused => self.fail(id, started_at, self.pool_cleared_error()),
+            PoolState::Ready => {
+                // A deadline already behind the pool's clock (the caller's
+                // own, or a stale `now`) gets nothing, not even a connection
+                // that is available; one that is now may still be served.
+                let passed = deadline.is_some_and(|d| d < self.now);
+                if self.queue.is_empty() && !passed {
+                    if let Some(available) = self.take_available() {
+                        self.deliver(id, started_at, available);
+                        return id;
+                    }
+                }
+                if deadline.is_some_and(|d| d <= self.now) {
+                    self.time_out(id, started_at);
+                    return id;
+                }
+                self.stats.requests_queued += 1;
+                self.queue.push(
+                    id,
+                    Waiter {
+                        started_at,
+                        deadline,
+                        requested: None,
+                    },
+                );
+                self.serve_queue();
+            }
+        }
+        id
+    }
+
+    /// Gives back a checked-out connection (spec: "Checking In a
+    /// Connection"). A connection from another pool is refused and returned.
+    pub fn handle_check_in(&mut self, now: Instant, connection: Pooled<C>) -> Result<(), CheckInError<C>> {
+        if connection.meta.pool != self.id {
+            return Err(CheckInError::WrongPool(connection));
+        }
+        self.advance(now);
+        let Pooled { mut meta, conn } = connection;
+        let entry = self.forget_in_use(&meta);
+        self.emit(|p| Event::ConnectionCheckedIn {
+            address: p.address.clone(),
+            connection_id: meta.id,
+        });
+        if entry.interrupted {
+            // Already counted closed when it was interrupted.
+            self.dispose(meta.id, conn, ClosedReason::Stale);
+            return Ok(());
+        }
+        let reason = if self.state == PoolState::Closed {
+            Some(ClosedReason::PoolClosed)
+        } else {
+            self.perished(&meta, false)
+        };
+        match reason {
+            Some(reason) => {
+                if reason == ClosedReason::Error {
+                    self.stats.returns_bad += 1;
+                }
+                self.close(meta, conn, reason, None);
+                self.serve_queue();
+            }
+            None => {
+                meta.last_used = self.now;
+                self.conns.push_available(Available { meta, conn });
+                if !self.queue.is_empty() {
+                    self.serve_queue();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes a checked-out connection out of the pool for good: it stops
+    /// counting against `maxPoolSize` and is closed with reason `detached`.
+    pub fn handle_detach(&mut self, now: Instant, connection: Pooled<C>) -> Result<C, CheckInError<C>> {
+        if connection.meta.pool != self.id {
+            return Err(CheckInError::WrongPool(connection));
+        }
+        self.advance(now);
+        let Pooled { meta, conn } = connection;
+        if !self.forget_in_use(&meta).interrupted {
+            self.closed_event(meta.id, meta.service_id, ClosedReason::Detached, None);
+            self.serve_queue();
+        }
+        Ok(conn)
+    }
+
+    /// Reports that connection `id` is established; `service_id` is what the
+    /// handshake said in load-balanced mode (spec: "Establishing a
+    /// Connection").
+    pub fn handle_established(
+        &mut self,
+        now: Instant,
+        id: ConnectionId,
+        conn: C,
+        service_id: Option<ServiceId>,
+    ) -> Result<(), UsageError> {
+        self.advance(now);
+        let Some(pending) = self.conns.remove_pending(id) else {
+            return self.late_result(id, Some(conn));
+        };
+        self.forget_request(pending.requester);
+        let generation = match (self.options.load_balanced, service_id) {
+            (true, Some(service)) => {
+                let entry = self.services.entry(service).or_default();
+                entry.count += 1;
+                entry.generation
+            }
+            _ => pending.generation,
+        };
+        self.backoff.on_success();
+        self.stats.connections_opened += 1;
+        let duration = self.since(pending.created_at);
+        self.emit(|p| Event::ConnectionReady {
+            address: p.address.clone(),
+            connection_id: id,
+            duration,
+        });
+        let meta = Meta {
+            id,
+            pool: self.id,
+            generation,
+            service_id: service_id.filter(|_| self.options.load_balanced),
+            created_at: pending.created_at,
+            last_used: self.now,
+            checked_out_at: self.now,
+            expires_at: self.lifetime_end(pending.created_at),
+            slot: 0,
+            errored: false,
+        };
+        if self.state == PoolState::Closed {
+            self.close(meta, conn, ClosedReason::PoolClosed, None);
+            return Ok(());
+        }
+        // Spec ("Populating the Pool"): the connection is available before
+        // the pending count drops, so nobody starts another one needlessly.
+        self.conns.push_available(Available { meta, conn });
+        self.serve_queue();
+        Ok(())
+    }
+
+    /// Reports that establishing connection `id` failed. The connection is
+    /// closed with reason `error`, the checkout it was made for fails with
+    /// `error`, and the pool reacts as `EstablishFailure` says (by default,
+    /// SDAM's reaction: clear).
+    pub fn handle_establish_failed(
+        &mut self,
+        now: Instant,
+        id: ConnectionId,
+        error: SharedError,
+    ) -> Result<(), UsageError> {
+        self.advance(now);
+        let Some(pending) = self.conns.remove_pending(id) else {
+            return self.late_result(id, None);
+        };
+        self.stats.connections_failed += 1;
+        let victim = pending
+            .requester
+            .and_then(|w| self.queue.remove(w).map(|waiter| (w, waiter)));
+        // SDAM ignores a stale error: a connection started before the last
+        // clear already had its pool cleared, so it must not clear (and
+        // pause) the new generation again.
+        if self.options.establish_failure == EstablishFailure::ClearPool
+            && !self.options.load_balanced
+            && self.state != PoolState::Closed
+            && pending.generation == self.generation
+        {
+            let cause = ClearCause::EstablishFailed(error.to_string().into());
+            self.clear(cause, false);
+        }
+        self.closed_event(id, None, ClosedReason::Error, Some(error.clone()));
+        if let Some((waiter, queued)) = victim {
+            let failure = CheckOutError::ConnectionError {
+                address: self.address.clone(),
+                connection_id: id,
+                source: error.clone(),
+            };
+            self.fail(waiter, queued.started_at, failure);
+        }
+        self.on_establish_failure(error);
+        self.serve_queue();
+        Ok(())
+    }
+
+    /// Clears the pool (spec: "Clearing a Connection Pool"): a new
+    /// generation, the pool paused and every queued checkout failed with a
+    /// retryable `PoolClearedError`; in load-balanced mode, only the
+    /// service's generation moves.
+    pub fn handle_clear(&mut self, now: Instant, clear: Clear) -> Result<(), UsageError> {
+        self.advance(now);
+        if self.options.load_balanced {
+            let Some(service) = clear.service_id else {
+                return Err(UsageError::ClearMode(
+                    "a load-balanced pool is cleared per service id",
+                ));
+            };
+            self.clear_service(service, clear.interrupt_in_use);
+            return Ok(());
+        }
+        if clear.service_id.is_some() {
+            return Err(UsageError::ClearMode(
+                "only a load-balanced pool is cleared per service id",
+            ));
+        }
+        // A clear by the user (or its SDAM) takes over from auto-ready.
+        self.backoff.auto_ready_at = None;
+        self.clear(ClearCause::Cleared(clear.cause), clear.interrupt_in_use);
+        Ok(())
+    }
+
+    /// Resets the pool in a forked child (spec: "Forking"): the pool clears
+    /// itself, interrupting what it lent out, and closes every connection it
+    /// holds, since their sockets belong to the parent too.
+    pub fn handle_reset_after_fork(&mut self, now: Instant) {
+        self.advance(now);
+        self.backoff.auto_ready_at = None;
+        self.clear(ClearCause::Forked, true);
+        for available in self.conns.extract_available(|_| true) {
+            self.close(available.meta, available.conn, ClosedReason::Stale, None);
+        }
+    }
+
+    /// Marks the pool ready (spec: "Marking a Connection Pool as Ready").
+    /// Ready already: nothing happens. Closed: an error.
+    pub fn handle_ready(&mut self, now: Instant) -> Result<(), UsageError> {
+        self.advance(now);
+        match self.state {
+            PoolState::Ready => Ok(()),
+            PoolState::Closed => Err(UsageError::PoolClosed),
+            PoolState::Paused => {
+                self.backoff.auto_ready_at = None;
+                self.mark_ready();
+                Ok(())
+            }
+        }
+    }
+
+    /// Closes the pool (spec: "Closing a Connection Pool"): available
+    /// connections are closed, pending ones abandoned, queued checkouts
+    /// fail with `PoolClosedError`; in-use ones close when checked in.
+    /// Closing twice does nothing.
+    pub fn handle_close(&mut self, now: Instant) {
+        self.advance(now);
+        if self.state == PoolState::Closed {
+            return;
+        }
+        self.state = PoolState::Closed;
+        self.next_run = None;
+        self.backoff.auto_ready_at = None;
+        for available in self.conns.extract_available(|_| true) {
+            self.close(available.meta, available.conn, ClosedReason::PoolClosed, None);
+        }
+        for (id, _) in self.conns.extract_pending(|_| true) {
+            self.closed_event(id, None, ClosedReason::PoolClosed, None);
+            self.out.push_back(Output::Action(Action::AbortEstablish { id }));
+        }
+        while let Some((id, waiter)) = self.queue.pop_front() {
+            self.fail(id, waiter.started_at, self.pool_closed_error());
+        }
+        self.emit(|p| Event::PoolClosed {
+            address: p.address.clone(),
+        });
+    }
+
+    /// Withdraws a queued checkout whose caller went away. It ends without
+    /// an outcome. If it was already served (its `Deliver` is in flight),
+    /// this is `UnknownWaiter` and the caller must check the connection in.
+    pub fn handle_cancel(&mut self, now: Instant, waiter: WaiterId) -> Result<(), UsageError> {
+        self.advance(now);
+        let Some(queued) = self.queue.remove(waiter) else {
+            return Err(UsageError::UnknownWaiter(waiter));
+        };
+        self.stats.requests_cancelled += 1;
+        self.forget_request_of(&queued);
+        Ok(())
+    }
+
+    /// Lets time pass: expires checkouts, runs background work that is due,
+    /// and re-readies after a backoff. Safe to call at any time.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.advance(now);
+        self.run_due_timers();
+        self.serve_queue();
+    }
+
+    // ----- outputs ------------------------------------------------------
+
+    /// The next output, in order. Drain until `None` after every input.
+    pub fn poll_output(&mut self) -> Option<Output<C>> {
+        self.out.pop_front()
+    }
+
+    /// Whether events are produced. Off, no event is built at all (the
+    /// fast paths then emit nothing but their action).
+    pub fn set_events_enabled(&mut self, enabled: bool) {
+        self.events_enabled = enabled;
+    }
+
+    /// The pool's address.
+    pub fn address(&self) -> &Address {
+        &self.address
+    }
+    /// The pool's options.
+    pub fn options(&self) -> &PoolOptions {
+        &self.options
+    }
+    /// The pool's state.
+    pub fn state(&self) -> PoolState {
+        self.state
+    }
+    /// The pool's generation (non-load-balanced mode).
+    pub fn generation(&self) -> u32 {
+        self.generation
+    }
+    /// The generation and connection count of a service (load-balanced
+    /// mode); `None` once its last connection is gone.
+    pub fn service_generation(&self, service: ServiceId) -> Option<(u32, u32)> {
+        self.services.get(&service).map(|s| (s.generation, s.count))
+    }
+    /// The spec's counts and the wait-queue length.
+    pub fn status(&self) -> Status {
+        Status {
+            state: self.state,
+            generation: self.generation,
+            total: self.conns.total(),
+            available: self.conns.available_len(),
+            pending: self.conns.pending_len(),
+            in_use: self.conns.in_use_len(),
+            waiting: self.queue.len(),
+        }
+    }
+    /// Counters since the pool was created.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    // ----- transitions --------------------------------------------------
+
+    /// Moves the clock (never backwards) and expires due checkouts first,
+    /// so that no input serves a checkout past its deadline.
+    fn advance(&mut self, now: Instant) {
+        if now > self.now {
+            self.now = now;
+        }
+        while let Some((id, waiter)) = self.queue.pop_expired(self.now) {
+            self.forget_request_of(&waiter);
+            self.time_out(id, waiter.started_at);
+        }
+        // A reconnect backoff that ended since the last input lets the queue
+        // ask for connections again at once, as a timer at its end would
+        // have; every input, not only `handle_timeout`, may be the first to
+        // see it.
+        if self.backoff.not_before.is_some_and(|t| t <= self.now) {
+            self.backoff.not_before = None;
+            self.start_connections_for_queue();
+        }
+    }
+
+    pub(crate) fn since(&self, then: Instant) -> Duration {
+        self.now.saturating_duration_since(then)
+    }
+
+    pub(crate) fn emit(&mut self, make: impl FnOnce(&Self) -> Event) {
+        if self.events_enabled {
+            let event = make(self);
+            self.out.push_back(Output::Event(event));
+        }
+    }
+
+    /// Queues an event whether or not events are enabled.
+    pub(crate) fn push_event(&mut self, event: Event) {
+        self.out.push_back(Output::Event(event));
+    }
+
+    pub(crate) fn push_action(&mut self, action: Action<C>) {
+        self.out.push_back(Output::Action(action));
+    }
+
+    pub(crate) fn mark_ready(&mut self) {
+        self.state = PoolState::Ready;
+        self.emit(|p| Event::PoolReady {
+            address: p.address.clone(),
+        });
+        // The PoolReady event comes first; population starts in the run.
+        self.schedule_run_now();
+    }
+
+    /// Serves queued checkouts in arrival order from available connections,
+    /// then starts as many connections as the remaining ones need.
+    pub(crate) fn serve_queue(&mut self) {
+        if self.state != PoolState::Ready {
+            return;
+        }
+        while !self.queue.is_empty() {
+            let Some(available) = self.take_available() else {
+                break;
+            };
+            let Some((id, waiter)) = self.queue.pop_front() else {
+                break;
+            };
+            self.forget_request_of(&waiter);
+            self.deliver(id, waiter.started_at, available);
+        }
+        self.start_connections_for_queue();
+    }
+
+    /// Spec: create a connection when none is available, total <
+    /// maxPoolSize and pending < maxConnecting; every pending connection
+    /// will serve the queue head when ready, so only the excess of waiters
+    /// over pending connections asks for more.
+    fn start_connections_for_queue(&mut self) {
+        while self.queue.len() > self.conns.pending_len() && self.can_start_connection() {
+            let requester = self.queue.first_without_request_mut().map(|(id, _)| id);
+            let id = self.start_connection(requester);
+            if let Some(waiter) = requester.and_then(|w| self.queue.get_mut(w)) {
+                waiter.requested = Some(id);
+            }
+        }
+    }
+
+    pub(crate) fn can_start_connection(&self) -> bool {
+        let o = &self.options;
+        self.state == PoolState::Ready
+            && (!o.is_capped() || self.conns.total() < o.max_pool_size as usize)
+            && self.conns.pending_len() < o.max_connecting as usize
+            && self.backoff.not_before.is_none_or(|t| t <= self.now)
+    }
+
+    /// Spec: "Creating a Connection".
+    pub(crate) fn start_connection(&mut self, requester: Option<WaiterId>) -> ConnectionId {
+        let id = ConnectionId(self.next_connection_id);
+        self.next_connection_id += 1;
+        self.conns.insert_pending(
+            id,
+            Pending {
+                created_at: self.now,
+                generation: self.generation,
+                requester,
+            },
+        );
+        self.emit(|p| Event::ConnectionCreated {
+            address: p.address.clone(),
+            connection_id: id,
+        });
+        self.push_action(Action::Establish { id });
+        id
+    }
+
+    /// Spec: iterate the available connections, closing perished ones,
+    /// until a good one is found.
+    fn take_available(&mut self) -> Option<Available<C>> {
+        while let Some(available) = self.conns.pop_available() {
+            match self.perished(&available.meta, true) {
+                Some(reason) => self.close(available.meta, available.conn, reason, None),
+                None => return Some(available),
+            }
+        }
+        None
+    }
+
+    /// Why a connection is perished, if it is (see `perish.rs`).
+    pub(crate) fn perished(&self, meta: &Meta, available: bool) -> Option<ClosedReason> {
+        self.judge().perished(meta, available)
+    }
+
+    pub(crate) fn judge(&self) -> Judge<'_> {
+        Judge {
+            now: self.now,
+            generation: self.generation,
+            services: &self.services,
+            options: &self.options,
+        }
+    }
+
+    fn deliver(&mut self, waiter: WaiterId, started_at: Instant, available: Available<C>) {
+        let Available { mut meta, conn } = available;
+        meta.checked_out_at = self.now;
+        meta.slot = self.conns.insert_in_use(InUse {
+            id: meta.id,
+            generation: meta.generation,
+            service_id: meta.service_id,
+            interrupted: false,
+        });
+        let duration = self.since(started_at);
+        self.stats.wait_time += duration;
+        self.emit(|p| Event::ConnectionCheckedOut {
+            address: p.address.clone(),
+            connection_id: meta.id,
+            duration,
+        });
+        self.push_action(Action::Deliver {
+            waiter,
+            connection: Pooled { meta, conn },
+        });
+    }
+
+    pub(crate) fn fail(&mut self, waiter: WaiterId, started_at: Instant, error: CheckOutError) {
+        self.stats.requests_failed += 1;
+        let duration = self.since(started_at);
+        self.emit(|p| Event::ConnectionCheckOutFailed {
+            address: p.address.clone(),
+            reason: CheckOutFailedReason::of(&error),
+            error: error.clone(),
+            duration,
+        });
+        self.push_action(Action::Fail { waiter, error });
+    }
+
+    fn time_out(&mut self, waiter: WaiterId, started_at: Instant) {
+        self.stats.requests_timed_out += 1;
+        let error = CheckOutError::WaitQueueTimeout {
+            address: self.address.clone(),
+        };
+        self.fail(waiter, started_at, error);
+    }
+
+    /// Spec: "Closing a Connection" of a connection the pool holds.
+    pub(crate) fn close(&mut self, meta: Meta, conn: C, reason: ClosedReason, error: Option<SharedError>) {
+        self.closed_event(meta.id, meta.service_id, reason, error);
+        self.dispose(meta.id, conn, reason);
+    }
+
+    /// The bookkeeping half of closing: counts, service map, event.
+    fn closed_event(
+        &mut self,
+        id: ConnectionId,
+        service_id: Option<ServiceId>,
+        reason: ClosedReason,
+        error: Option<SharedError>,
+    ) {
+        self.stats.connections_closed += 1;
+        self.release_service(service_id);
+        self.emit(|p| Event::ConnectionClosed {
+            address: p.address.clone(),
+            connection_id: id,
+            reason,
+            error,
+        });
+    }
+
+    /// The I/O half of closing, left to the driver.
+    fn dispose(&mut self, id: ConnectionId, connection: C, reason: ClosedReason) {
+        self.push_action(Action::Close {
+            id,
+            connection,
+            reason,
+        });
+    }
+
+    /// Spec: the service entry goes once its connection count reaches 0.
+    fn release_service(&mut self, service_id: Option<ServiceId>) {
+        let Some(service) = service_id else { return };
+        if let Some(entry) = self.services.get_mut(&service) {
+            entry.count = entry.count.saturating_sub(1);
+            if entry.count == 0 {
+                self.services.remove(&service);
+            }
+        }
+    }
+
+    fn forget_in_use(&mut self, meta: &Meta) -> InUse {
+        self.stats.usage_time += self.since(meta.checked_out_at);
+        // A `Pooled` is unique and carries its slot, so this cannot miss.
+        self.conns
+            .take_in_use(meta.slot, meta.id)
+            .expect("a checked-out connection of this pool is in its in-use table")
+    }
+
+    fn forget_request_of(&mut self, waiter: &Waiter) {
+        if let Some(id) = waiter.requested {
+            if let Some(pending) = self.conns.pending_mut(id) {
+                pending.requester = None;
+            }
+        }
+    }
+
+    fn forget_request(&mut self, requester: Option<WaiterId>) {
+        if let Some(waiter) = requester.and_then(|w| self.queue.get_mut(w)) {
+            waiter.requested = None;
+        }
+    }
+
+    /// A result for a connection that is no longer pending: one the pool
+    /// abandoned (its Closed event is out; the connection is disposed of),
+    /// or an id it never issued (misuse).
+    fn late_result(&mut self, id: ConnectionId, conn: Option<C>) -> Result<(), UsageError> {
+        if id.0 == 0 || id.0 >= self.next_connection_id {
+            return Err(UsageError::UnknownConnection(id));
+        }
+        if let Some(connection) = conn {
+            let reason = match self.state {
+                PoolState::Closed => ClosedReason::PoolClosed,
+                _ => ClosedReason::Stale,
+            };
+            self.dispose(id, connection, reason);
+        }
+        Ok(())
+    }
+
+    /// Non-load-balanced clear: bump the generation, pause, interrupt if
+    /// asked, and evict the wait queue eagerly.
+    pub(crate) fn clear(&mut self, cause: ClearCause, interrupt_in_use: bool) {
+        if self.state == PoolState::Closed {
+            return;
+        }
+        let cleared = self.generation;
+        self.generation = self.generation.wrapping_add(1);
+        let was_paused = self.state == PoolState::Paused;
+        self.state = PoolState::Paused;
+        self.clear_cause = cause;
+        // Spec: no PoolCleared event when already paused; the generation
+        // still moves.
+        if !was_paused {
+            self.emit(|p| Event::PoolCleared {
+                address: p.address.clone(),
+                service_id: None,
+                interrupt_in_use_connections: interrupt_in_use,
+            });
+        }
+        if interrupt_in_use {
+            self.interrupt(|e| e.generation <= cleared, |p| p.generation <= cleared);
+        }
+        while let Some((id, waiter)) = self.queue.pop_front() {
+            self.forget_request_of(&waiter);
+            self.fail(id, waiter.started_at, self.pool_cleared_error());
+        }
+        self.schedule_run_now();
+    }
+
+    /// Load-balanced clear: only the service's generation moves; the pool
+    /// stays ready and its queue stays (spec: "Clearing a load balanced
+    /// pool").
+    fn clear_service(&mut self, service: ServiceId, interrupt_in_use: bool) {
+        if self.state == PoolState::Closed {
+            return;
+        }
+        let cleared = self.services.get_mut(&service).map(|entry| {
+            entry.generation = entry.generation.wrapping_add(1);
+            entry.generation.wrapping_sub(1)
+        });
+        self.emit(|p| Event::PoolCleared {
+            address: p.address.clone(),
+            service_id: Some(service),
+            interrupt_in_use_connections: interrupt_in_use,
+        });
+        if let (true, Some(cleared)) = (interrupt_in_use, cleared) {
+            self.interrupt(
+                |e| e.service_id == Some(service) && e.generation <= cleared,
+                |_| false,
+            );
+        }
+        self.schedule_run_now();
+        self.serve_queue();
+    }
+
+    /// Spec: interrupt in-use connections of the cleared generation (they
+    /// count as closed now) and abandon pending ones.
+    fn interrupt(&mut self, in_use: impl FnMut(&InUse) -> bool, pending: impl FnMut(&Pending) -> bool) {
+        for entry in self.conns.interrupt_in_use(in_use) {
+            self.stats.connections_lost += 1;
+            self.closed_event(entry.id, entry.service_id, ClosedReason::Stale, None);
+            self.push_action(Action::Interrupt { id: entry.id });
+        }
+        for (id, abandoned) in self.conns.extract_pending(pending) {
+            self.forget_request(abandoned.requester);
+            self.closed_event(id, None, ClosedReason::Stale, None);
+            self.push_action(Action::AbortEstablish { id });
+        }
+    }
+
+    fn pool_closed_error(&self) -> CheckOutError {
+        CheckOutError::PoolClosed {
+            address: self.address.clone(),
+        }
+    }
+
+    fn pool_cleared_error(&self) -> CheckOutError {
+        CheckOutError::PoolCleared {
+            address: self.address.clone(),
+            cause: self.clear_cause.clone(),
+        }
+    }
+
+    /// The instant a connection created at `created_at` reaches its end of
+    /// life, shortened by up to `jitter` of the lifetime at random.
+    fn lifetime_end(&mut self, created_at: Instant) -> Option<Instant> {
+        let lifetime = self.options.max_lifetime?;
+        let shorten = self.options.lifetime_jitter * self.rng.next_f64();
+        created_at.checked_add(lifetime.mul_f64(1.0 - shorten))
+    }
+}

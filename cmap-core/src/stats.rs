@@ -1,0 +1,55 @@
+//! What the pool reports about itself: a snapshot of its counts
+//! ([`Status`]) and counters since creation ([`Stats`], after psycopg3's
+//! `get_stats`).
+
+use std::time::Duration;
+
+use crate::pool::PoolState;
+
+/// The spec's connection counts and the wait-queue length, at one instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Status {
+    /// Paused, ready or closed.
+    pub state: PoolState,
+    /// The pool's generation.
+    pub generation: u32,
+    /// `totalConnectionCount`: pending + available + in use.
+    pub total: usize,
+    /// `availableConnectionCount`.
+    pub available: usize,
+    /// `pendingConnectionCount`.
+    pub pending: usize,
+    /// Connections checked out.
+    pub in_use: usize,
+    /// Checkouts in the wait queue.
+    pub waiting: usize,
+}
+
+/// Counters since the pool was created.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Checkouts started.
+    pub requests: u64,
+    /// Checkouts that had to wait in the queue.
+    pub requests_queued: u64,
+    /// Checkouts that timed out.
+    pub requests_timed_out: u64,
+    /// Checkouts that failed, timeouts included.
+    pub requests_failed: u64,
+    /// Checkouts withdrawn by their caller.
+    pub requests_cancelled: u64,
+    /// Total time from checkout start to checked out.
+    pub wait_time: Duration,
+    /// Connections established.
+    pub connections_opened: u64,
+    /// Establishment attempts that failed.
+    pub connections_failed: u64,
+    /// Connections closed, for any reason.
+    pub connections_closed: u64,
+    /// In-use connections lost to an interrupting clear.
+    pub connections_lost: u64,
+    /// Connections returned marked errored.
+    pub returns_bad: u64,
+    /// Total time connections spent checked out.
+    pub usage_time: Duration,
+}

@@ -1,0 +1,1377 @@
+//! Property tests: random command sequences drive the pool through every
+//! input, and a reference model kept here checks every output and the
+//! pool's counts after every step.
+//!
+//! After every step: `check_invariants`; total <= maxPoolSize and pending
+//! <= maxConnecting; `status()` equals the model's counts (every connection
+//! pending, available, held by the test or closed, exactly once); waiters
+//! served in arrival order, never after their deadline, never timed out
+//! before it, never left queued past it, and `poll_timeout` no later than
+//! the earliest deadline nor in the past after the timer fired; ids 1, 2,
+//! 3... never reused; a delivered connection is established, not in use,
+//! not closed, not stale, not idle too long, not past its lifetime; events
+//! well formed and in step with the actions. After the sequence, a driver
+//! that does its part (checks in, establishes, fires timers) gets every
+//! waiter an outcome.
+//!
+//! `PROPTEST_CASES` sets the number of cases (256 by default; CI runs
+//! 10,000: about 3 s each in release, 15 s in debug, on 2 cores).
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cmap_core::{
+    Action, CheckOutError, Clear, ConnectionId, EstablishFailure, Event, Output, Pool, PoolOptions,
+    PoolState, Pooled, Reconnect, ServiceId, SharedError, UsageError, WaiterId,
+};
+use proptest::prelude::*;
+use support::{origin, Conn};
+
+/// Connections handed in as late results carry this mark, so that their
+/// disposal is told apart from the closing of the pool's own connection.
+const LATE: u64 = 1 << 40;
+
+// ----- generated input --------------------------------------------------
+
+/// Pool options, kept as plain data so that proptest can print and shrink
+/// them.
+#[derive(Debug, Clone)]
+struct Opts {
+    max_pool_size: u32,
+    min_pool_size: u32,
+    max_connecting: u32,
+    wait_queue_timeout_ms: Option<u64>,
+    max_idle_ms: Option<u64>,
+    maintenance_ms: Option<u64>,
+    lifetime: Option<(u64, f64)>,
+    keep_ready: bool,
+    /// (initial delay, max delay, give up after), in ms.
+    reconnect: Option<(u64, u64, Option<u64>)>,
+    load_balanced: bool,
+    seed: u64,
+    start_ready: bool,
+}
+
+impl Opts {
+    fn build(&self) -> PoolOptions {
+        let ms = Duration::from_millis;
+        let mut b = PoolOptions::builder()
+            .max_pool_size(self.max_pool_size)
+            .min_pool_size(self.min_pool_size)
+            .max_connecting(self.max_connecting)
+            .maintenance_interval(self.maintenance_ms.map(ms))
+            .load_balanced(self.load_balanced)
+            .seed(self.seed)
+            .establish_failure(if self.keep_ready {
+                EstablishFailure::KeepReady
+            } else {
+                EstablishFailure::ClearPool
+            })
+            .reconnect(self.reconnect.map(|(initial, max, give_up)| Reconnect {
+                initial_delay: ms(initial),
+                max_delay: ms(max),
+                give_up_after: give_up.map(ms),
+            }));
+        if let Some(t) = self.wait_queue_timeout_ms {
+            b = b.wait_queue_timeout(ms(t));
+        }
+        if let Some(t) = self.max_idle_ms {
+            b = b.max_idle_time(ms(t));
+        }
+        if let Some((lifetime, jitter)) = self.lifetime {
+            b = b.max_lifetime(ms(lifetime), jitter);
+        }
+        b.build().expect("generated options are valid")
+    }
+}
+
+fn opts() -> impl Strategy<Value = Opts> {
+    (0..=6u32)
+        .prop_flat_map(|max| {
+            let min = if max == 0 { 0..=3 } else { 0..=max };
+            (
+                (Just(max), min, 1..=3u32),
+                (
+                    prop::option::weighted(0.6, 1..=500u64),
+                    prop::option::weighted(0.4, 1..=1500u64),
+                    prop::option::weighted(0.6, 1..=1000u64),
+                    prop::option::weighted(0.15, (1..=3000u64, 0.0..=1.0f64)),
+                ),
+                (
+                    any::<bool>(),
+                    prop::option::weighted(
+                        0.4,
+                        (1..=200u64, 0..=1800u64, prop::option::of(1..=1000u64))
+                            .prop_map(|(i, extra, g)| (i, i + extra, g)),
+                    ),
+                    prop::bool::weighted(0.12),
+                    any::<u64>(),
+                    prop::bool::weighted(0.8),
+                ),
+            )
+        })
+        .prop_map(
+            |((max, min, mc), (wq, idle, maint, lifetime), (keep, reconnect, lb, seed, ready))| Opts {
+                max_pool_size: max,
+                min_pool_size: min,
+                max_connecting: mc,
+                wait_queue_timeout_ms: wq,
+                max_idle_ms: idle,
+                maintenance_ms: maint,
+                lifetime,
+                keep_ready: keep,
+                reconnect,
+                load_balanced: lb,
+                seed,
+                start_ready: ready,
+            },
+        )
+}
+
+/// Which existing checkout a cancel names.
+#[derive(Debug, Clone, Copy)]
+enum CancelTarget {
+    /// One still queued.
+    Waiting,
+    /// One already served, failed or cancelled.
+    Resolved,
+    /// An id never issued.
+    Unknown,
+}
+
+/// One input. `pick`s choose among what exists at that point (modulo its
+/// count); a pick with nothing to choose from does nothing.
+#[derive(Debug, Clone)]
+enum Cmd {
+    /// `handle_check_out` with the options' timeout, passing a `now` that
+    /// is `stale_ms` behind the clock (a caller that read the clock before
+    /// taking the lock).
+    CheckOut {
+        stale_ms: u64,
+    },
+    /// `handle_check_out_until` with a deadline `offset_ms` from now (may
+    /// be in the past), or none.
+    CheckOutUntil {
+        offset_ms: Option<i64>,
+    },
+    CheckIn {
+        pick: usize,
+        errored: bool,
+    },
+    Detach {
+        pick: usize,
+    },
+    /// Check in (or detach) a held connection to another pool: refused.
+    WrongPool {
+        pick: usize,
+        detach: bool,
+    },
+    Established {
+        pick: usize,
+        service: u8,
+    },
+    EstablishFailed {
+        pick: usize,
+    },
+    /// A result for a connection that is not pending (aborted, or already
+    /// reported).
+    LateResult {
+        pick: usize,
+        ok: bool,
+    },
+    /// A result for an id never issued.
+    UnknownResult {
+        ahead: u64,
+        ok: bool,
+    },
+    Cancel {
+        pick: usize,
+        target: CancelTarget,
+    },
+    Clear {
+        interrupt: bool,
+        service: u8,
+        wrong_mode: bool,
+    },
+    Ready,
+    Close,
+    /// Time passes and the timer fires.
+    Advance {
+        ms: u64,
+    },
+    /// A tiny step, to land right at or beside deadlines.
+    Nudge {
+        ns: u64,
+    },
+    /// The driver's timer fires at `poll_timeout` (or 1 ns before it).
+    FireTimer {
+        early: bool,
+    },
+    /// The clock moves without the timer firing; the next input is late.
+    Jump {
+        ms: u64,
+    },
+    /// A spurious timer call with an old `now`.
+    StaleTimeout {
+        ms: u64,
+    },
+}
+
+fn cmd() -> impl Strategy<Value = Cmd> {
+    let pick = any::<usize>();
+    prop_oneof![
+        40 => prop_oneof![9 => Just(0u64), 1 => 0..=5u64].prop_map(|stale_ms| Cmd::CheckOut { stale_ms }),
+        15 => prop::option::weighted(0.85, -100..=600i64).prop_map(|offset_ms| Cmd::CheckOutUntil { offset_ms }),
+        36 => (pick, prop::bool::weighted(0.2)).prop_map(|(pick, errored)| Cmd::CheckIn { pick, errored }),
+        5 => pick.prop_map(|pick| Cmd::Detach { pick }),
+        2 => (pick, any::<bool>()).prop_map(|(pick, detach)| Cmd::WrongPool { pick, detach }),
+        36 => (pick, 0..3u8).prop_map(|(pick, service)| Cmd::Established { pick, service }),
+        6 => pick.prop_map(|pick| Cmd::EstablishFailed { pick }),
+        8 => (pick, any::<bool>()).prop_map(|(pick, ok)| Cmd::LateResult { pick, ok }),
+        2 => (0..3u64, any::<bool>()).prop_map(|(ahead, ok)| Cmd::UnknownResult { ahead, ok }),
+        15 => (
+            pick,
+            prop_oneof![
+                3 => Just(CancelTarget::Waiting),
+                2 => Just(CancelTarget::Resolved),
+                1 => Just(CancelTarget::Unknown)
+            ]
+        )
+            .prop_map(|(pick, target)| Cmd::Cancel { pick, target }),
+        6 => (any::<bool>(), 0..3u8, prop::bool::weighted(0.05))
+            .prop_map(|(interrupt, service, wrong_mode)| Cmd::Clear { interrupt, service, wrong_mode }),
+        20 => Just(Cmd::Ready),
+        1 => Just(Cmd::Close),
+        25 => (0..2000u64).prop_map(|ms| Cmd::Advance { ms }),
+        8 => (0..1_000_000u64).prop_map(|ns| Cmd::Nudge { ns }),
+        25 => any::<bool>().prop_map(|early| Cmd::FireTimer { early }),
+        8 => (0..600u64).prop_map(|ms| Cmd::Jump { ms }),
+        3 => (0..50u64).prop_map(|ms| Cmd::StaleTimeout { ms }),
+    ]
+}
+
+// ----- the reference model ----------------------------------------------
+
+/// Where a connection is, as the test sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CState {
+    /// Being established (its `Establish` is out, no result reported).
+    Pending,
+    /// Abandoned by the pool (`AbortEstablish`): counted closed.
+    Abandoned,
+    /// Owned by the pool: available, or being checked in this step.
+    Pooled,
+    /// Checked out and held by the test.
+    Held { interrupted: bool },
+    /// An interrupted connection checked in: must be disposed this step.
+    Disposing,
+    /// Gone: closed, failed or detached.
+    Closed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WState {
+    Waiting,
+    Delivered,
+    Failed,
+    Cancelled,
+}
+
+#[derive(Debug)]
+struct ConnModel {
+    state: CState,
+    /// The pool must have emitted exactly one `ConnectionClosed` for it.
+    closed_counted: bool,
+    /// When its `Establish` came out.
+    created_at: Instant,
+    /// When it last became available.
+    pooled_since: Instant,
+}
+
+/// What the events said about a connection.
+#[derive(Debug, Default)]
+struct ConnEvents {
+    ready: bool,
+    closed: u32,
+    checked_out: bool,
+}
+
+#[derive(Debug)]
+struct WaiterModel {
+    deadline: Option<Instant>,
+    state: WState,
+    /// The spec name of the error it failed with.
+    error: Option<&'static str>,
+}
+
+#[derive(Debug)]
+struct Boom(u64);
+
+impl fmt::Display for Boom {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "boom {}", self.0)
+    }
+}
+
+impl std::error::Error for Boom {}
+
+fn boom(n: u64) -> SharedError {
+    Arc::new(Boom(n))
+}
+
+macro_rules! ensure {
+    ($cond:expr, $($fmt:tt)+) => {
+        if !$cond {
+            return Err(format!($($fmt)+));
+        }
+    };
+}
+
+struct Sim {
+    pool: Pool<Conn>,
+    other: Pool<Conn>,
+    opts: Opts,
+    events: bool,
+    wait_queue_timeout: Option<Duration>,
+    t0: Instant,
+    /// The driver's clock.
+    wall: Instant,
+    /// The latest `now` the pool was given: its notion of the present.
+    pool_now: Instant,
+    held: Vec<Pooled<Conn>>,
+    /// By connection id - 1.
+    conns: Vec<ConnModel>,
+    pending: BTreeSet<u64>,
+    not_pending: Vec<u64>,
+    pooled: usize,
+    held_live: usize,
+    /// By waiter id - 1.
+    waiters: Vec<WaiterModel>,
+    waiting: BTreeSet<u64>,
+    deadlines: BTreeSet<(Instant, u64)>,
+    resolved: Vec<u64>,
+    /// A late connection handed in this step, which must be disposed of.
+    expected_late: Option<u64>,
+    /// A connection checked in this step, and whether it must be closed.
+    check_in_verdict: Option<(u64, bool)>,
+    /// A checkout of a paused or closed pool this step, and the error it
+    /// must fail with at once.
+    check_out_verdict: Option<(WaiterId, &'static str)>,
+    touched: Vec<u64>,
+    checkouts: u64,
+    delivers: u64,
+    fails: u64,
+    cancels: u64,
+    // From the events:
+    ev_conns: Vec<ConnEvents>,
+    ev_state: PoolState,
+    ev_started: u64,
+    ev_checked_out: u64,
+    ev_failed: u64,
+    /// Every output, for the determinism test.
+    transcript: Option<Vec<String>>,
+}
+
+impl Sim {
+    fn new(opts: &Opts, t0: Instant, events: bool, record: bool) -> Result<Sim, String> {
+        let options = opts.build();
+        let wait_queue_timeout = options.wait_queue_timeout();
+        let mut pool = Pool::new(t0, "test:27017".parse().unwrap(), options);
+        pool.set_events_enabled(events);
+        let created = std::iter::from_fn(|| pool.poll_output()).count();
+        ensure!(created <= 1, "a new pool emits only PoolCreated");
+        let mut other = Pool::new(t0, "other:27017".parse().unwrap(), PoolOptions::default());
+        while other.poll_output().is_some() {}
+        let mut sim = Sim {
+            pool,
+            other,
+            opts: opts.clone(),
+            events,
+            wait_queue_timeout,
+            t0,
+            wall: t0,
+            pool_now: t0,
+            held: Vec::new(),
+            conns: Vec::new(),
+            pending: BTreeSet::new(),
+            not_pending: Vec::new(),
+            pooled: 0,
+            held_live: 0,
+            waiters: Vec::new(),
+            waiting: BTreeSet::new(),
+            deadlines: BTreeSet::new(),
+            resolved: Vec::new(),
+            expected_late: None,
+            check_in_verdict: None,
+            check_out_verdict: None,
+            touched: Vec::new(),
+            checkouts: 0,
+            delivers: 0,
+            fails: 0,
+            cancels: 0,
+            ev_conns: Vec::new(),
+            ev_state: PoolState::Paused,
+            ev_started: 0,
+            ev_checked_out: 0,
+            ev_failed: 0,
+            transcript: record.then(Vec::new),
+        };
+        if opts.start_ready {
+            sim.step(&Cmd::Ready).map_err(|e| format!("initial ready: {e}"))?;
+        }
+        Ok(sim)
+    }
+
+    fn log(&mut self, line: impl FnOnce() -> String) {
+        if let Some(t) = &mut self.transcript {
+            t.push(line());
+        }
+    }
+
+    /// The pool's `now` moves to `now` if that is later.
+    fn told(&mut self, now: Instant) {
+        self.pool_now = self.pool_now.max(now);
+    }
+
+    fn elapsed(&self) -> Duration {
+        self.pool_now - self.t0
+    }
+
+    // ----- model transitions ---------------------------------------------
+
+    fn conn(&mut self, id: u64) -> Result<&mut ConnModel, String> {
+        let index = usize::try_from(id).unwrap().wrapping_sub(1);
+        self.conns
+            .get_mut(index)
+            .ok_or_else(|| format!("connection {id} was never issued"))
+    }
+
+    /// Moves connection `id` from one of `from` to `to`, keeping counts.
+    fn move_conn(&mut self, id: u64, from: &[CState], to: CState) -> Result<(), String> {
+        // Inputs that make a connection available run at the clock's time.
+        let since = self.pool_now.max(self.wall);
+        let c = self.conn(id)?;
+        let was = c.state;
+        ensure!(
+            from.contains(&was),
+            "connection {id} is {was:?}, expected one of {from:?} before becoming {to:?}"
+        );
+        c.state = to;
+        if to == CState::Pooled {
+            c.pooled_since = since;
+        }
+        let counts = |s: CState| match s {
+            CState::Pooled => (1, 0),
+            CState::Held { interrupted: false } => (0, 1),
+            _ => (0, 0),
+        };
+        let (p0, h0) = counts(was);
+        let (p1, h1) = counts(to);
+        self.pooled = self.pooled + p1 - p0;
+        self.held_live = self.held_live + h1 - h0;
+        if was == CState::Pending {
+            self.pending.remove(&id);
+            self.not_pending.push(id);
+        }
+        self.touched.push(id);
+        Ok(())
+    }
+
+    fn count_closed(&mut self, id: u64) -> Result<(), String> {
+        let c = self.conn(id)?;
+        ensure!(!c.closed_counted, "connection {id} is closed twice");
+        c.closed_counted = true;
+        Ok(())
+    }
+
+    fn new_waiter(&mut self, w: WaiterId, deadline: Option<Instant>) -> Result<(), String> {
+        ensure!(
+            w.0 == self.waiters.len() as u64 + 1,
+            "waiter id {w} after {} (ids are 1, 2, 3...)",
+            self.waiters.len()
+        );
+        self.checkouts += 1;
+        self.waiters.push(WaiterModel {
+            deadline,
+            state: WState::Waiting,
+            error: None,
+        });
+        self.waiting.insert(w.0);
+        if let Some(d) = deadline {
+            self.deadlines.insert((d, w.0));
+        }
+        Ok(())
+    }
+
+    fn resolve(&mut self, w: WaiterId, to: WState) -> Result<(), String> {
+        let index = usize::try_from(w.0).unwrap().wrapping_sub(1);
+        let Some(waiter) = self.waiters.get_mut(index) else {
+            return Err(format!("outcome for waiter {w}, which was never issued"));
+        };
+        ensure!(
+            waiter.state == WState::Waiting,
+            "waiter {w} is {:?} and gets {to:?}",
+            waiter.state
+        );
+        waiter.state = to;
+        self.waiting.remove(&w.0);
+        if let Some(d) = waiter.deadline {
+            self.deadlines.remove(&(d, w.0));
+        }
+        self.resolved.push(w.0);
+        Ok(())
+    }
+
+    fn expect_immediate_failure(&mut self, before: PoolState, w: WaiterId) {
+        self.check_out_verdict = match before {
+            PoolState::Ready => None,
+            PoolState::Paused => Some((w, "PoolClearedError")),
+            PoolState::Closed => Some((w, "PoolClosedError")),
+        };
+    }
+
+    /// Whether the pool's generation (its service's, load-balanced) has
+    /// moved on since `c` was made.
+    fn is_stale(&self, c: &Pooled<Conn>) -> bool {
+        if self.opts.load_balanced {
+            c.service_id()
+                .and_then(|s| self.pool.service_generation(s))
+                .is_some_and(|(generation, _)| generation != c.generation())
+        } else {
+            c.generation() != self.pool.generation()
+        }
+    }
+
+    // ----- one step -------------------------------------------------------
+
+    fn step(&mut self, cmd: &Cmd) -> Result<(), String> {
+        self.touched.clear();
+        let mut fired = false;
+        let now = self.wall;
+        match *cmd {
+            Cmd::CheckOut { stale_ms } => {
+                let at = now.checked_sub(Duration::from_millis(stale_ms)).unwrap_or(now);
+                let before = self.pool.state();
+                let w = self.pool.handle_check_out(at);
+                self.told(at);
+                self.expect_immediate_failure(before, w);
+                let deadline = self.wait_queue_timeout.and_then(|t| at.checked_add(t));
+                self.log(|| format!("check out -> {w}"));
+                self.new_waiter(w, deadline)?;
+            }
+            Cmd::CheckOutUntil { offset_ms } => {
+                let deadline = offset_ms.and_then(|o| {
+                    let d = Duration::from_millis(o.unsigned_abs());
+                    if o >= 0 {
+                        now.checked_add(d)
+                    } else {
+                        now.checked_sub(d)
+                    }
+                });
+                let before = self.pool.state();
+                let w = self.pool.handle_check_out_until(now, deadline);
+                self.told(now);
+                self.expect_immediate_failure(before, w);
+                self.log(|| format!("check out until {offset_ms:?} -> {w}"));
+                self.new_waiter(w, deadline)?;
+            }
+            Cmd::CheckIn { pick, errored } => {
+                if self.held.is_empty() {
+                    return self.after(false);
+                }
+                let mut c = self.held.swap_remove(pick % self.held.len());
+                if errored {
+                    c.mark_errored();
+                }
+                let id = c.id().0;
+                let interrupted = self.conn(id)?.state == CState::Held { interrupted: true };
+                let to = if interrupted {
+                    CState::Disposing
+                } else {
+                    CState::Pooled
+                };
+                self.move_conn(id, &[CState::Held { interrupted }], to)?;
+                // Spec: closed when perished or the pool is closed, made
+                // available otherwise. (A lifetime is jittered: not judged.)
+                if !interrupted && self.opts.lifetime.is_none() {
+                    let closed = self.pool.state() == PoolState::Closed;
+                    self.check_in_verdict = Some((id, errored || closed || self.is_stale(&c)));
+                }
+                let r = self.pool.handle_check_in(now, c);
+                self.told(now);
+                self.log(|| format!("check in {id} errored={errored} -> {}", r.is_ok()));
+                ensure!(r.is_ok(), "check in of {id} refused: {r:?}");
+            }
+            Cmd::Detach { pick } => {
+                if self.held.is_empty() {
+                    return self.after(false);
+                }
+                let c = self.held.swap_remove(pick % self.held.len());
+                let id = c.id().0;
+                let interrupted = self.conn(id)?.state == CState::Held { interrupted: true };
+                self.move_conn(id, &[CState::Held { interrupted }], CState::Closed)?;
+                if !interrupted {
+                    self.count_closed(id)?;
+                }
+                let r = self.pool.handle_detach(now, c);
+                self.told(now);
+                self.log(|| format!("detach {id} -> {}", r.is_ok()));
+                match r {
+                    Ok(conn) => ensure!(conn == Conn(id), "detach of {id} gave back {conn:?}"),
+                    Err(e) => return Err(format!("detach of {id} refused: {e:?}")),
+                }
+            }
+            Cmd::WrongPool { pick, detach } => {
+                if self.held.is_empty() {
+                    return self.after(false);
+                }
+                let index = pick % self.held.len();
+                let c = self.held.swap_remove(index);
+                let id = c.id();
+                let back = if detach {
+                    self.other.handle_detach(now, c).map(|_| ()).err()
+                } else {
+                    self.other.handle_check_in(now, c).err()
+                };
+                ensure!(
+                    self.other.poll_output().is_none(),
+                    "a refused connection made outputs"
+                );
+                let Some(err) = back else {
+                    return Err(format!("another pool accepted connection {id}"));
+                };
+                let c = err.into_connection();
+                ensure!(c.id() == id, "a refused connection came back as another");
+                self.held.push(c);
+                self.log(|| format!("wrong pool {id} detach={detach}"));
+            }
+            Cmd::Established { pick, service } => {
+                let Some(&id) = self.pending.iter().nth(pick % self.pending.len().max(1)) else {
+                    return self.after(false);
+                };
+                self.move_conn(id, &[CState::Pending], CState::Pooled)?;
+                let sid = self.opts.load_balanced.then_some(ServiceId([service; 12]));
+                let r = self.pool.handle_established(now, ConnectionId(id), Conn(id), sid);
+                self.told(now);
+                self.log(|| format!("established {id} -> {r:?}"));
+                ensure!(r.is_ok(), "established {id}: {r:?}");
+            }
+            Cmd::EstablishFailed { pick } => {
+                let Some(&id) = self.pending.iter().nth(pick % self.pending.len().max(1)) else {
+                    return self.after(false);
+                };
+                self.move_conn(id, &[CState::Pending], CState::Closed)?;
+                self.count_closed(id)?;
+                let r = self.pool.handle_establish_failed(now, ConnectionId(id), boom(id));
+                self.told(now);
+                self.log(|| format!("establish failed {id} -> {r:?}"));
+                ensure!(r.is_ok(), "establish failed {id}: {r:?}");
+            }
+            Cmd::LateResult { pick, ok } => {
+                if self.not_pending.is_empty() {
+                    return self.after(false);
+                }
+                // Mostly the most recently abandoned or reported ones.
+                let n = self.not_pending.len();
+                let id = self.not_pending[n - 1 - pick % n.min(4)];
+                let r = if ok {
+                    self.expected_late = Some(id);
+                    self.pool
+                        .handle_established(now, ConnectionId(id), Conn(LATE + id), None)
+                } else {
+                    self.pool.handle_establish_failed(now, ConnectionId(id), boom(id))
+                };
+                self.told(now);
+                self.log(|| format!("late result {id} ok={ok} -> {r:?}"));
+                ensure!(r.is_ok(), "late result for {id}: {r:?}");
+            }
+            Cmd::UnknownResult { ahead, ok } => {
+                // Beyond what this very call may start (up to maxConnecting,
+                // if a backoff ends as it advances the clock).
+                let id = ConnectionId(if ahead == 0 {
+                    0
+                } else {
+                    self.conns.len() as u64 + u64::from(self.opts.max_connecting) + ahead
+                });
+                let r = if ok {
+                    self.pool.handle_established(now, id, Conn(LATE + id.0), None)
+                } else {
+                    self.pool.handle_establish_failed(now, id, boom(id.0))
+                };
+                self.told(now);
+                self.log(|| format!("unknown result {id} -> {r:?}"));
+                ensure!(
+                    r == Err(UsageError::UnknownConnection(id)),
+                    "result for unknown {id}: {r:?}"
+                );
+            }
+            Cmd::Cancel { pick, target } => {
+                let w = match target {
+                    CancelTarget::Waiting => {
+                        self.waiting.iter().nth(pick % self.waiting.len().max(1)).copied()
+                    }
+                    CancelTarget::Resolved => {
+                        let n = self.resolved.len();
+                        (n > 0).then(|| self.resolved[n - 1 - pick % n.min(8)])
+                    }
+                    CancelTarget::Unknown => Some(self.waiters.len() as u64 + 1 + (pick % 3) as u64),
+                };
+                let Some(w) = w.map(WaiterId) else {
+                    return self.after(false);
+                };
+                // A waiter whose deadline the late `now` passes times out in
+                // this very call, before the cancel looks for it.
+                let cancellable = self.waiting.contains(&w.0)
+                    && self.waiters[w.0 as usize - 1]
+                        .deadline
+                        .is_none_or(|d| d > now.max(self.pool_now));
+                let r = self.pool.handle_cancel(now, w);
+                self.told(now);
+                self.log(|| format!("cancel {w} -> {r:?}"));
+                if cancellable {
+                    ensure!(r.is_ok(), "cancel of queued {w}: {r:?}");
+                    // What the call did before it withdrew the checkout (a
+                    // backoff that ended may have started a connection for
+                    // it) comes out first.
+                    self.drain()?;
+                    self.resolve(w, WState::Cancelled)?;
+                    self.cancels += 1;
+                } else {
+                    ensure!(
+                        r == Err(UsageError::UnknownWaiter(w)),
+                        "cancel of {w}, not queued: {r:?}"
+                    );
+                }
+            }
+            Cmd::Clear {
+                interrupt,
+                service,
+                wrong_mode,
+            } => {
+                let lb = self.opts.load_balanced;
+                let with_service = lb != wrong_mode;
+                let clear = Clear {
+                    interrupt_in_use: interrupt,
+                    service_id: with_service.then_some(ServiceId([service; 12])),
+                    cause: (service == 1).then(|| Arc::from("monitor said so")),
+                };
+                let r = self.pool.handle_clear(now, clear);
+                self.told(now);
+                self.log(|| format!("clear interrupt={interrupt} service={with_service} -> {r:?}"));
+                if wrong_mode {
+                    ensure!(
+                        matches!(r, Err(UsageError::ClearMode(_))),
+                        "clear in the wrong mode: {r:?}"
+                    );
+                } else {
+                    ensure!(r.is_ok(), "clear: {r:?}");
+                }
+            }
+            Cmd::Ready => {
+                let closed = self.pool.state() == PoolState::Closed;
+                let r = self.pool.handle_ready(now);
+                self.told(now);
+                self.log(|| format!("ready -> {r:?}"));
+                if closed {
+                    ensure!(r == Err(UsageError::PoolClosed), "ready on a closed pool: {r:?}");
+                } else {
+                    ensure!(r.is_ok(), "ready: {r:?}");
+                }
+            }
+            Cmd::Close => {
+                self.pool.handle_close(now);
+                self.told(now);
+                self.log(|| "close".to_owned());
+            }
+            Cmd::Advance { ms } => {
+                self.wall += Duration::from_millis(ms);
+                fired = self.fire(self.wall);
+            }
+            Cmd::Nudge { ns } => {
+                self.wall += Duration::from_nanos(ns);
+                fired = self.fire(self.wall);
+            }
+            Cmd::FireTimer { early } => {
+                let at = self.pool.poll_timeout().unwrap_or(self.wall);
+                let at = if early {
+                    at.checked_sub(Duration::from_nanos(1)).unwrap_or(at)
+                } else {
+                    at
+                };
+                self.wall = self.wall.max(at);
+                fired = self.fire(self.wall);
+            }
+            Cmd::Jump { ms } => {
+                self.wall += Duration::from_millis(ms);
+                self.log(|| format!("jump {ms}"));
+            }
+            Cmd::StaleTimeout { ms } => {
+                let at = self
+                    .wall
+                    .checked_sub(Duration::from_millis(ms))
+                    .unwrap_or(self.wall);
+                fired = self.fire(at);
+            }
+        }
+        self.after(fired)
+    }
+
+    fn fire(&mut self, at: Instant) -> bool {
+        self.pool.handle_timeout(at);
+        self.told(at);
+        let elapsed = self.elapsed();
+        self.log(|| format!("timeout at +{elapsed:?}"));
+        true
+    }
+
+    fn after(&mut self, fired: bool) -> Result<(), String> {
+        self.drain()?;
+        self.check(fired)
+    }
+
+    // ----- outputs ----------------------------------------------------------
+
+    fn drain(&mut self) -> Result<(), String> {
+        while let Some(out) = self.pool.poll_output() {
+            self.log(|| format!("{out:?}"));
+            match out {
+                Output::Event(e) => self.on_event(&e)?,
+                Output::Action(a) => self.on_action(a)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn on_action(&mut self, action: Action<Conn>) -> Result<(), String> {
+        match action {
+            Action::Establish { id } => {
+                let id = id.0;
+                ensure!(
+                    id == self.conns.len() as u64 + 1,
+                    "Establish {id} after {} (ids are 1, 2, 3...)",
+                    self.conns.len()
+                );
+                ensure!(
+                    !self.events || self.ev_conns.len() as u64 == id,
+                    "Establish {id} without its ConnectionCreated"
+                );
+                let total = self.pending.len() + self.pooled + self.held_live;
+                let max = self.opts.max_pool_size as usize;
+                ensure!(
+                    max == 0 || total < max,
+                    "Establish {id} with {total} connections of {max}"
+                );
+                // With nobody waiting, only populating to minPoolSize.
+                ensure!(
+                    !self.waiting.is_empty() || total < self.opts.min_pool_size as usize,
+                    "Establish {id} with nobody waiting and {total} connections (min {})",
+                    self.opts.min_pool_size
+                );
+                self.conns.push(ConnModel {
+                    state: CState::Pending,
+                    closed_counted: false,
+                    created_at: self.pool_now,
+                    pooled_since: self.pool_now,
+                });
+                self.pending.insert(id);
+                self.touched.push(id);
+            }
+            Action::AbortEstablish { id } => {
+                self.move_conn(id.0, &[CState::Pending], CState::Abandoned)?;
+                self.count_closed(id.0)?;
+            }
+            Action::Deliver { waiter, connection } => {
+                let id = connection.id().0;
+                let first = self.waiting.first().copied();
+                ensure!(
+                    first == Some(waiter.0),
+                    "waiter {waiter} served while {first:?} waits longer"
+                );
+                let deadline = self.waiters[waiter.0 as usize - 1].deadline;
+                ensure!(
+                    deadline.is_none_or(|d| self.pool_now <= d),
+                    "waiter {waiter} served {:?} after its deadline",
+                    self.pool_now - deadline.unwrap()
+                );
+                self.resolve(waiter, WState::Delivered)?;
+                ensure!(*connection == Conn(id), "connection {id} is {:?}", *connection);
+                ensure!(!connection.is_errored(), "connection {id} is handed out errored");
+                ensure!(!self.is_stale(&connection), "connection {id} is handed out stale");
+                let model = &self.conns[id as usize - 1];
+                ensure!(
+                    connection.created_at() == model.created_at,
+                    "connection {id} was created at another instant"
+                );
+                if let Some(max) = self.opts.max_idle_ms.map(Duration::from_millis) {
+                    let idle = self.pool_now - model.pooled_since;
+                    ensure!(idle <= max, "connection {id} is handed out idle for {idle:?}");
+                }
+                if let Some((lifetime, _)) = self.opts.lifetime {
+                    let end = model.created_at + Duration::from_millis(lifetime);
+                    ensure!(
+                        self.pool_now < end,
+                        "connection {id} is handed out past its lifetime"
+                    );
+                }
+                if self.events {
+                    let ev = &self.ev_conns[id as usize - 1];
+                    ensure!(ev.checked_out, "Deliver of {id} without ConnectionCheckedOut");
+                }
+                self.move_conn(id, &[CState::Pooled], CState::Held { interrupted: false })?;
+                self.held.push(connection);
+                self.delivers += 1;
+            }
+            Action::Fail { waiter, error } => {
+                let deadline = self
+                    .waiters
+                    .get((waiter.0 as usize).wrapping_sub(1))
+                    .and_then(|w| w.deadline);
+                if let CheckOutError::WaitQueueTimeout { .. } = error {
+                    ensure!(
+                        deadline.is_some_and(|d| d <= self.pool_now),
+                        "waiter {waiter} timed out before its deadline {deadline:?} (now +{:?})",
+                        self.elapsed()
+                    );
+                }
+                self.resolve(waiter, WState::Failed)?;
+                self.waiters[waiter.0 as usize - 1].error = Some(error.spec_name());
+                self.fails += 1;
+            }
+            Action::Close {
+                id,
+                connection,
+                reason,
+            } => {
+                let id = id.0;
+                if connection.0 >= LATE {
+                    ensure!(
+                        self.expected_late == Some(id) && connection.0 == LATE + id,
+                        "unexpected disposal of late {connection:?} as {id}"
+                    );
+                    self.expected_late = None;
+                } else {
+                    ensure!(
+                        connection == Conn(id),
+                        "Close {id} of {connection:?} ({reason:?})"
+                    );
+                    let was = self.conn(id)?.state;
+                    self.move_conn(id, &[CState::Pooled, CState::Disposing], CState::Closed)?;
+                    if was == CState::Pooled {
+                        self.count_closed(id)?;
+                    }
+                }
+            }
+            Action::Interrupt { id } => {
+                // Only connections of a generation the clear ended.
+                if let Some(c) = self.held.iter().find(|c| c.id() == id) {
+                    let newer = if self.opts.load_balanced {
+                        c.service_id()
+                            .and_then(|s| self.pool.service_generation(s))
+                            .map(|(generation, _)| generation)
+                    } else {
+                        Some(self.pool.generation())
+                    };
+                    ensure!(
+                        newer.is_none_or(|g| c.generation() < g),
+                        "connection {id} of generation {} is interrupted (now {newer:?})",
+                        c.generation()
+                    );
+                }
+                self.move_conn(
+                    id.0,
+                    &[CState::Held { interrupted: false }],
+                    CState::Held { interrupted: true },
+                )?;
+                self.count_closed(id.0)?;
+            }
+            other => return Err(format!("unknown action {other:?}")),
+        }
+        Ok(())
+    }
+
+    fn ev_conn(&mut self, id: ConnectionId, what: &str) -> Result<&mut ConnEvents, String> {
+        let n = self.ev_conns.len();
+        self.ev_conns
+            .get_mut((id.0 as usize).wrapping_sub(1))
+            .ok_or_else(|| format!("{what} for connection {id}, but only {n} were created"))
+    }
+
+    fn on_event(&mut self, e: &Event) -> Result<(), String> {
+        // ReconnectGaveUp is loud by design: it comes even with events off.
+        ensure!(
+            self.events || matches!(e, Event::ReconnectGaveUp { .. }),
+            "an event while events are off: {e:?}"
+        );
+        match e {
+            Event::PoolCreated { .. } => return Err("a second ConnectionPoolCreated".into()),
+            Event::PoolReady { .. } => {
+                ensure!(
+                    self.ev_state == PoolState::Paused,
+                    "PoolReady while {:?}",
+                    self.ev_state
+                );
+                self.ev_state = PoolState::Ready;
+            }
+            Event::PoolCleared { service_id, .. } => {
+                if self.opts.load_balanced {
+                    ensure!(service_id.is_some(), "a load-balanced clear without a service");
+                } else {
+                    ensure!(
+                        self.ev_state == PoolState::Ready && service_id.is_none(),
+                        "PoolCleared {service_id:?} while {:?}",
+                        self.ev_state
+                    );
+                    self.ev_state = PoolState::Paused;
+                }
+            }
+            Event::PoolClosed { .. } => {
+                ensure!(self.ev_state != PoolState::Closed, "PoolClosed twice");
+                self.ev_state = PoolState::Closed;
+            }
+            Event::ConnectionCreated { connection_id, .. } => {
+                ensure!(
+                    connection_id.0 == self.ev_conns.len() as u64 + 1,
+                    "ConnectionCreated {connection_id} after {}",
+                    self.ev_conns.len()
+                );
+                ensure!(
+                    self.ev_state == PoolState::Ready,
+                    "ConnectionCreated while {:?}",
+                    self.ev_state
+                );
+                self.ev_conns.push(ConnEvents::default());
+            }
+            Event::ConnectionReady { connection_id, .. } => {
+                let c = self.ev_conn(*connection_id, "ConnectionReady")?;
+                ensure!(
+                    !c.ready && c.closed == 0,
+                    "ConnectionReady {connection_id} again or after Closed"
+                );
+                c.ready = true;
+            }
+            Event::ConnectionClosed { connection_id, .. } => {
+                let c = self.ev_conn(*connection_id, "ConnectionClosed")?;
+                ensure!(c.closed == 0, "ConnectionClosed {connection_id} twice");
+                c.closed += 1;
+            }
+            Event::ConnectionCheckedOut { connection_id, .. } => {
+                let c = self.ev_conn(*connection_id, "ConnectionCheckedOut")?;
+                ensure!(
+                    c.ready && c.closed == 0 && !c.checked_out,
+                    "ConnectionCheckedOut {connection_id}: {c:?}"
+                );
+                c.checked_out = true;
+                self.ev_checked_out += 1;
+            }
+            Event::ConnectionCheckedIn { connection_id, .. } => {
+                let c = self.ev_conn(*connection_id, "ConnectionCheckedIn")?;
+                ensure!(
+                    c.checked_out,
+                    "ConnectionCheckedIn {connection_id} not checked out"
+                );
+                c.checked_out = false;
+            }
+            Event::ConnectionCheckOutStarted { .. } => self.ev_started += 1,
+            Event::ConnectionCheckOutFailed { .. } => self.ev_failed += 1,
+            Event::ReconnectGaveUp { .. } => {}
+            other => return Err(format!("unknown event {other:?}")),
+        }
+        ensure!(
+            self.ev_started >= self.ev_checked_out + self.ev_failed,
+            "{} checkouts started, {} checked out, {} failed",
+            self.ev_started,
+            self.ev_checked_out,
+            self.ev_failed
+        );
+        Ok(())
+    }
+
+    // ----- after every step -------------------------------------------------
+
+    fn check(&mut self, fired: bool) -> Result<(), String> {
+        self.pool.check_invariants()?;
+        ensure!(
+            self.expected_late.is_none(),
+            "late connection {:?} was not disposed of",
+            self.expected_late
+        );
+        if let Some((id, must_close)) = self.check_in_verdict.take() {
+            let state = self.conns[id as usize - 1].state;
+            if must_close {
+                ensure!(
+                    state == CState::Closed,
+                    "perished connection {id} checked in is {state:?}"
+                );
+            } else {
+                ensure!(
+                    matches!(state, CState::Pooled | CState::Held { .. }),
+                    "connection {id} checked in is {state:?}, not available"
+                );
+            }
+        }
+        if let Some((w, error)) = self.check_out_verdict.take() {
+            let got = &self.waiters[w.0 as usize - 1];
+            ensure!(
+                got.state == WState::Failed && got.error == Some(error),
+                "checkout {w} got {:?} {:?}, not {error}",
+                got.state,
+                got.error
+            );
+        }
+        for i in 0..self.touched.len() {
+            let id = self.touched[i];
+            let c = &self.conns[id as usize - 1];
+            ensure!(
+                c.state != CState::Disposing,
+                "interrupted connection {id} was not disposed of"
+            );
+            if self.events {
+                let closed = self.ev_conns[id as usize - 1].closed == 1;
+                ensure!(
+                    closed == c.closed_counted,
+                    "connection {id} is {:?} but ConnectionClosed {}",
+                    c.state,
+                    if closed { "was emitted" } else { "is missing" }
+                );
+            }
+        }
+        let s = self.pool.status();
+        let o = &self.opts;
+        ensure!(
+            o.max_pool_size == 0 || s.total <= o.max_pool_size as usize,
+            "total {} > maxPoolSize {}",
+            s.total,
+            o.max_pool_size
+        );
+        ensure!(
+            s.pending <= o.max_connecting as usize,
+            "pending {} > maxConnecting {}",
+            s.pending,
+            o.max_connecting
+        );
+        let held_all = self.held.len();
+        ensure!(
+            (s.pending, s.available, s.in_use, s.waiting)
+                == (
+                    self.pending.len(),
+                    self.pooled,
+                    self.held_live,
+                    self.waiting.len()
+                ),
+            "pool counts (pending, available, in use, waiting) {:?}, model {:?} ({held_all} held)",
+            (s.pending, s.available, s.in_use, s.waiting),
+            (
+                self.pending.len(),
+                self.pooled,
+                self.held_live,
+                self.waiting.len()
+            )
+        );
+        ensure!(
+            s.total == s.pending + s.available + s.in_use,
+            "total is not the sum: {s:?}"
+        );
+        ensure!(
+            self.checkouts == self.delivers + self.fails + self.cancels + self.waiting.len() as u64,
+            "{} checkouts: {} served, {} failed, {} cancelled, {} waiting",
+            self.checkouts,
+            self.delivers,
+            self.fails,
+            self.cancels,
+            self.waiting.len()
+        );
+        if let Some(&(d, w)) = self.deadlines.first() {
+            ensure!(d > self.pool_now, "waiter {w} is still queued past its deadline");
+            let t = self.pool.poll_timeout();
+            ensure!(
+                t.is_some_and(|t| t <= d),
+                "poll_timeout {t:?} is after waiter {w}'s deadline"
+            );
+        }
+        if s.state == PoolState::Closed {
+            ensure!(
+                s.pending + s.available + s.waiting == 0,
+                "closed pool holds {s:?}"
+            );
+        }
+        if fired {
+            // A driver sleeps until poll_timeout: one in the past after the
+            // timer fired would make it spin.
+            let t = self.pool.poll_timeout();
+            ensure!(
+                t.is_none_or(|t| t > self.pool_now),
+                "poll_timeout is {:?} in the past right after handle_timeout",
+                self.pool_now - t.unwrap()
+            );
+        }
+        if self.events {
+            ensure!(
+                s.state == self.ev_state,
+                "state {:?}, events say {:?}",
+                s.state,
+                self.ev_state
+            );
+            ensure!(
+                (self.ev_started, self.ev_checked_out, self.ev_failed)
+                    == (self.checkouts, self.delivers, self.fails),
+                "events (started, checked out, failed) {:?}, outputs {:?}",
+                (self.ev_started, self.ev_checked_out, self.ev_failed),
+                (self.checkouts, self.delivers, self.fails)
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Runs `cmds`, checking after every step; the error names the step.
+fn run(opts: &Opts, cmds: &[Cmd], t0: Instant, events: bool, record: bool) -> Result<Sim, String> {
+    let mut sim = Sim::new(opts, t0, events, record)?;
+    for (i, cmd) in cmds.iter().enumerate() {
+        sim.step(cmd)
+            .map_err(|e| format!("step {i} {cmd:?} at +{:?}: {e}", sim.elapsed()))?;
+    }
+    // Then a driver that does its part: every connection held goes back,
+    // every establishment succeeds, every timer fires. Nobody may be left
+    // waiting for good. Timers may be due every millisecond (a short
+    // maintenance interval) while a reconnect backoff of up to 2 s holds the
+    // queue back, so this driver sleeps at least 5 ms, and the bound is in
+    // virtual time: any backoff or deadline the options allow is over by
+    // then.
+    let start = sim.wall;
+    let mut steps = 0usize;
+    while !(sim.waiting.is_empty() && sim.held.is_empty() && sim.pending.is_empty()) {
+        let cmd = if !sim.held.is_empty() {
+            Cmd::CheckIn {
+                pick: 0,
+                errored: false,
+            }
+        } else if !sim.pending.is_empty() {
+            Cmd::Established { pick: 0, service: 0 }
+        } else if let Some(t) = sim.pool.poll_timeout() {
+            if t.saturating_duration_since(sim.wall) < Duration::from_millis(5) {
+                Cmd::Advance { ms: 5 }
+            } else {
+                Cmd::FireTimer { early: false }
+            }
+        } else {
+            return Err(format!(
+                "waiters {:?} wait with nothing held, pending or scheduled: {:?}",
+                sim.waiting,
+                sim.pool.status()
+            ));
+        };
+        sim.step(&cmd)
+            .map_err(|e| format!("winding down, {cmd:?} at +{:?}: {e}", sim.elapsed()))?;
+        steps += 1;
+        if sim.wall - start > Duration::from_secs(30) || steps > 100_000 {
+            return Err(format!(
+                "waiters {:?} are never served: {:?}",
+                sim.waiting,
+                sim.pool.status()
+            ));
+        }
+    }
+    Ok(sim)
+}
+
+fn config() -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256);
+    ProptestConfig {
+        // ChaCha, the default, takes most of the time of an unoptimized
+        // build; these cases need variety, not cryptographic quality.
+        rng_algorithm: proptest::test_runner::RngAlgorithm::XorShift,
+        ..ProptestConfig::with_cases(cases)
+    }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn pool_matches_the_model(opts in opts(), cmds in prop::collection::vec(cmd(), 0..=200)) {
+        if let Err(e) = run(&opts, &cmds, origin(), true, false) {
+            return Err(TestCaseError::fail(e));
+        }
+    }
+
+    /// The same inputs give the same outputs, whatever the absolute time;
+    /// with events off, the same actions (and the loud `ReconnectGaveUp`).
+    #[test]
+    fn same_commands_same_outputs(opts in opts(), cmds in prop::collection::vec(cmd(), 0..=200)) {
+        let t0 = origin();
+        let first = run(&opts, &cmds, t0, true, true).map_err(TestCaseError::fail)?;
+        let later = t0 + Duration::from_secs(3600);
+        let second = run(&opts, &cmds, later, true, true).map_err(TestCaseError::fail)?;
+        let quiet = run(&opts, &cmds, t0, false, true).map_err(TestCaseError::fail)?;
+        let first = first.transcript.unwrap();
+        prop_assert_eq!(&first, &second.transcript.unwrap());
+        let quiet_part = |l: &&String| !l.starts_with("Event(") || l.starts_with("Event(ReconnectGaveUp");
+        let actions: Vec<&String> = first.iter().filter(quiet_part).collect();
+        let quiet = quiet.transcript.unwrap();
+        prop_assert_eq!(actions, quiet.iter().collect::<Vec<_>>());
+    }
+}
+
+/// The generator is worth its cases only if it reaches every kind of
+/// outcome; this counts them over a fixed-seed sample.
+#[test]
+fn generator_reaches_every_outcome() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::{RngSeed, TestRunner};
+
+    let config = ProptestConfig {
+        rng_seed: RngSeed::Fixed(7),
+        ..ProptestConfig::default()
+    };
+    let mut runner = TestRunner::new(config);
+    let strategy = (opts(), prop::collection::vec(cmd(), 0..=200));
+    let needles = [
+        "Deliver",
+        "Fail { waiter: WaiterId(",
+        "WaitQueueTimeout",
+        "PoolCleared {",
+        "PoolClosed {",
+        "ConnectionError {",
+        "Interrupt {",
+        "AbortEstablish",
+        "reason: Idle",
+        "reason: Stale",
+        "reason: Error",
+        "reason: Lifetime",
+        "reason: PoolClosed",
+        "reason: Detached",
+        "ReconnectGaveUp",
+        "-> Ok(())",
+        "-> Err(UnknownWaiter",
+        "-> Err(UnknownConnection",
+        "-> Err(ClearMode",
+        "-> Err(PoolClosed",
+        "late result",
+    ];
+    let mut counts = vec![0usize; needles.len()];
+    for _ in 0..300 {
+        let (opts, cmds) = strategy.new_tree(&mut runner).unwrap().current();
+        let sim = run(&opts, &cmds, origin(), true, true).unwrap();
+        for line in sim.transcript.unwrap() {
+            for (n, needle) in needles.iter().enumerate() {
+                counts[n] += usize::from(line.contains(needle));
+            }
+        }
+    }
+    let report: Vec<String> = needles
+        .iter()
+        .zip(&counts)
+        .map(|(n, c)| format!("{n}: {c}"))
+        .collect();
+    eprintln!("{}", report.join("\n"));
+    for (needle, count) in needles.iter().zip(&counts) {
+        assert!(*count > 0, "no `{needle}` in 300 cases:\n{}", report.join("\n"));
+    }
+}

@@ -1,0 +1,121 @@
+//! A tiny driver for tests: virtual time, outputs drained into lists.
+#![allow(dead_code)]
+
+use std::time::{Duration, Instant};
+
+use cmap_core::{Action, ConnectionId, Event, Output, Pool, PoolOptions, Pooled, WaiterId};
+
+/// A fake connection: just its number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Conn(pub u64);
+
+pub struct Harness {
+    pub pool: Pool<Conn>,
+    pub t0: Instant,
+    pub now: Instant,
+    pub events: Vec<Event>,
+    pub delivered: Vec<(WaiterId, Pooled<Conn>)>,
+    pub failed: Vec<(WaiterId, cmap_core::CheckOutError)>,
+    pub establishing: Vec<ConnectionId>,
+    pub aborted: Vec<ConnectionId>,
+    pub closed: Vec<(ConnectionId, cmap_core::ClosedReason)>,
+    pub interrupted: Vec<ConnectionId>,
+}
+
+#[allow(clippy::disallowed_methods)]
+pub fn origin() -> Instant {
+    Instant::now()
+}
+
+impl Harness {
+    pub fn new(options: PoolOptions) -> Harness {
+        let t0 = origin();
+        let pool = Pool::new(t0, "test:27017".parse().unwrap(), options);
+        let mut h = Harness {
+            pool,
+            t0,
+            now: t0,
+            events: vec![],
+            delivered: vec![],
+            failed: vec![],
+            establishing: vec![],
+            aborted: vec![],
+            closed: vec![],
+            interrupted: vec![],
+        };
+        h.drain();
+        h
+    }
+
+    pub fn ready(options: PoolOptions) -> Harness {
+        let mut h = Harness::new(options);
+        h.pool.handle_ready(h.now).unwrap();
+        h.drain();
+        h
+    }
+
+    pub fn drain(&mut self) {
+        while let Some(out) = self.pool.poll_output() {
+            match out {
+                Output::Event(e) => self.events.push(e),
+                Output::Action(Action::Establish { id }) => self.establishing.push(id),
+                Output::Action(Action::AbortEstablish { id }) => self.aborted.push(id),
+                Output::Action(Action::Deliver { waiter, connection }) => {
+                    self.delivered.push((waiter, connection))
+                }
+                Output::Action(Action::Fail { waiter, error }) => self.failed.push((waiter, error)),
+                Output::Action(Action::Close { id, reason, .. }) => self.closed.push((id, reason)),
+                Output::Action(Action::Interrupt { id }) => self.interrupted.push(id),
+                Output::Action(other) => panic!("unexpected action {other:?}"),
+            }
+        }
+        self.pool.check_invariants().unwrap();
+    }
+
+    pub fn advance(&mut self, ms: u64) {
+        self.now += Duration::from_millis(ms);
+        self.pool.handle_timeout(self.now);
+        self.drain();
+    }
+
+    pub fn check_out(&mut self) -> WaiterId {
+        let w = self.pool.handle_check_out(self.now);
+        self.drain();
+        w
+    }
+
+    /// Completes every pending establishment, in order.
+    pub fn establish_all(&mut self) {
+        for id in std::mem::take(&mut self.establishing) {
+            self.pool
+                .handle_established(self.now, id, Conn(id.0), None)
+                .unwrap();
+            self.drain();
+        }
+    }
+
+    /// Checks out and establishes as needed; returns the connection.
+    pub fn take(&mut self) -> Pooled<Conn> {
+        let w = self.check_out();
+        self.establish_all();
+        let pos = self
+            .delivered
+            .iter()
+            .position(|(id, _)| *id == w)
+            .expect("delivered");
+        self.delivered.remove(pos).1
+    }
+
+    pub fn check_in(&mut self, c: Pooled<Conn>) {
+        self.pool.handle_check_in(self.now, c).unwrap();
+        self.drain();
+    }
+
+    pub fn names(&self) -> Vec<&'static str> {
+        self.events.iter().map(|e| e.name()).collect()
+    }
+
+    pub fn clear_events(&mut self) {
+        self.events.clear();
+    }
+}
