@@ -1,0 +1,192 @@
+//! `get()`: the checkout future, cancellation-safe at every await, and the
+//! check that runs before a connection is handed out.
+//!
+//! A checkout starts at its first poll. If the core serves it in that same
+//! input (a connection is available), the connection is returned at once:
+//! no slot, no waker. Otherwise it waits in a slot under the pool's lock,
+//! completed by whichever input drains its `Deliver` or `Fail`. Its
+//! deadline is the core's: the timer task fails it on time.
+//!
+//! Dropped while queued, it cancels its waiter; dropped after its
+//! connection was delivered but before it took it, it checks that
+//! connection back in. Either way no capacity and no connection is lost,
+//! and an establishment it started goes on for the next checkout.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use cmap_core::{CheckOutError, Pooled, WaiterId};
+
+use crate::driver::{lock_slot, Mine, SharedSlot, Slot, Work};
+use crate::error::GetError;
+use crate::guard::PooledConnection;
+use crate::manager::ManageConnection;
+use crate::runtime::Runtime;
+use crate::shared::Shared;
+
+enum State<C> {
+    Start,
+    Queued(WaiterId, SharedSlot<C>),
+    Done,
+}
+
+/// How long a checkout may wait.
+#[derive(Clone, Copy)]
+enum Limit {
+    /// This long from the instant it starts (`None`: no limit). The
+    /// deadline is taken from the very `now` of the check-out input, so a
+    /// zero timeout still gets an available connection.
+    After(Option<Duration>),
+    /// Until this instant (`None`: no limit).
+    Until(Option<Instant>),
+}
+
+/// One checkout from the core.
+struct Checkout<'a, M: ManageConnection, R: Runtime> {
+    shared: &'a Shared<M, R>,
+    limit: Limit,
+    /// When it started (the `now` of its check-out input).
+    started: Option<Instant>,
+    state: State<M::Connection>,
+}
+
+impl<M: ManageConnection, R: Runtime> Future for Checkout<'_, M, R> {
+    type Output = Result<Pooled<M::Connection>, CheckOutError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let shared = self.shared;
+        match &self.state {
+            State::Start => {
+                let mut work = Work::default();
+                let mut mine = Mine::default();
+                let read = shared.rt.now();
+                let (id, slot) = {
+                    let mut inner = shared.lock();
+                    let now = shared.begin(&mut inner, read);
+                    let deadline = match self.limit {
+                        Limit::After(timeout) => timeout.and_then(|t| now.checked_add(t)),
+                        Limit::Until(deadline) => deadline,
+                    };
+                    self.limit = Limit::Until(deadline);
+                    self.started = Some(now);
+                    let id = inner.core.handle_check_out_until(now, deadline);
+                    mine.id = Some(id);
+                    shared.finish(&mut inner, now, &mut work, &mut mine, usize::MAX);
+                    let slot = if mine.outcome.is_none() {
+                        let slot = Arc::new(Mutex::new(Slot::Waiting(Some(cx.waker().clone()))));
+                        inner.waiters.insert(id, slot.clone());
+                        Some(slot)
+                    } else {
+                        None
+                    };
+                    (id, slot)
+                };
+                shared.perform(work);
+                match mine.outcome {
+                    Some(outcome) => {
+                        self.state = State::Done;
+                        Poll::Ready(outcome)
+                    }
+                    None => {
+                        let slot = slot.expect("a checkout not served at once has a slot");
+                        self.state = State::Queued(id, slot);
+                        Poll::Pending
+                    }
+                }
+            }
+            State::Queued(_, slot) => {
+                // Its own slot: the pool's lock is not needed to take it.
+                let mut slot = lock_slot(slot);
+                match &mut *slot {
+                    Slot::Waiting(waker) => {
+                        if !waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                            *waker = Some(cx.waker().clone());
+                        }
+                        Poll::Pending
+                    }
+                    Slot::Done(_) => {
+                        let Slot::Done(outcome) = std::mem::replace(&mut *slot, Slot::Taken) else {
+                            unreachable!("the slot was just seen done");
+                        };
+                        drop(slot);
+                        self.state = State::Done;
+                        Poll::Ready(outcome)
+                    }
+                    Slot::Taken => unreachable!("a slot is taken only by its own future"),
+                }
+            }
+            State::Done => panic!("checkout polled after completion"),
+        }
+    }
+}
+
+impl<M: ManageConnection, R: Runtime> Drop for Checkout<'_, M, R> {
+    fn drop(&mut self) {
+        let State::Queued(id, slot) = std::mem::replace(&mut self.state, State::Done) else {
+            return;
+        };
+        let shared = self.shared;
+        // From now on an outcome that comes goes back to the pool (see
+        // `Inner::complete`).
+        let taken = std::mem::replace(&mut *lock_slot(&slot), Slot::Taken);
+        match taken {
+            Slot::Done(Ok(connection)) => shared.check_in(connection),
+            Slot::Done(Err(_)) | Slot::Taken => {}
+            Slot::Waiting(_) => shared.input(|inner, now| {
+                if inner.waiters.remove(&id).is_some() {
+                    // Still queued in the core: not completed yet (a
+                    // completion removes the slot under this lock).
+                    let _ = inner.core.handle_cancel(now, id);
+                }
+                // Otherwise an input completed it since, and checked its
+                // connection back in.
+            }),
+        }
+    }
+}
+
+impl<M: ManageConnection, R: Runtime> Shared<M, R> {
+    /// Checks out a connection that passes the manager's check, waiting at
+    /// most `timeout` in all (`None`: no limit).
+    pub(crate) async fn get(
+        self: Arc<Self>,
+        timeout: Option<Duration>,
+    ) -> Result<PooledConnection<M>, GetError> {
+        let mut limit = Limit::After(timeout);
+        let mut started = None;
+        loop {
+            let mut checkout = Checkout {
+                shared: &self,
+                limit,
+                started: None,
+                state: State::Start,
+            };
+            let pooled = (&mut checkout).await?;
+            // Later attempts (after a failed check) keep the first deadline.
+            limit = checkout.limit;
+            let started = *started.get_or_insert(checkout.started.unwrap_or_else(|| pooled.created_at()));
+            drop(checkout);
+            // A connection made for this call: its check failing is an error.
+            let fresh = pooled.created_at() >= started;
+            let mut guard = PooledConnection::new(pooled, self.clone());
+            // Dropped during the check, the connection's state is unknown:
+            // it is closed, not pooled.
+            guard.broken = true;
+            match self.manager.check(guard.connection_mut()).await {
+                Ok(()) => {
+                    guard.broken = false;
+                    return Ok(guard);
+                }
+                Err(error) => {
+                    drop(guard);
+                    if fresh {
+                        return Err(GetError::CheckFailed(Arc::new(error)));
+                    }
+                }
+            }
+        }
+    }
+}

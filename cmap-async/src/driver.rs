@@ -1,0 +1,249 @@
+//! What lives under the pool's lock, and the drain that turns the core's
+//! outputs into [`Work`] to do once the lock is released.
+//!
+//! Under the lock only bookkeeping happens: a delivery or failure is put
+//! in its waiter's slot, an establishment gets its abort switch, events go
+//! to the event queue. Waking, spawning, closing and event delivery happen
+//! after the lock is released (`Shared::perform`).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::Waker;
+use std::time::Instant;
+
+use cmap_core::{Action, CheckOutError, ConnectionId, Output, Pool as Core, Pooled, WaiterId};
+
+use crate::establish::Abort;
+use crate::events::{Appender, EventHub};
+use crate::id_map::IdMap;
+use crate::interrupt::Interrupts;
+
+/// A queued checkout's outcome, until its future takes it.
+pub(crate) enum Slot<C> {
+    /// Not served yet; the waker of the future that waits.
+    Waiting(Option<Waker>),
+    /// Served or failed; a dropped future checks a connection back in.
+    Done(Result<Pooled<C>, CheckOutError>),
+    /// Taken by its future (or the future is gone): an outcome that comes
+    /// now goes back to the pool.
+    Taken,
+}
+
+/// A queued checkout's slot, shared by the pool (until it completes it)
+/// and the checkout's future, which takes its outcome without the pool's
+/// lock.
+pub(crate) type SharedSlot<C> = Arc<Mutex<Slot<C>>>;
+
+pub(crate) fn lock_slot<C>(slot: &Mutex<Slot<C>>) -> MutexGuard<'_, Slot<C>> {
+    slot.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The state behind the pool's lock.
+pub(crate) struct Inner<C> {
+    pub(crate) core: Core<C>,
+    /// Checkouts that did not complete in the input that started them.
+    pub(crate) waiters: IdMap<SharedSlot<C>>,
+    /// The abort switch of every connection being established.
+    pub(crate) establishing: BTreeMap<ConnectionId, Arc<Abort>>,
+    /// The deadline the timer task sleeps until (`None`: no deadline).
+    pub(crate) armed: Option<Instant>,
+    /// The newest connection id the core asked to establish.
+    pub(crate) last_issued: Option<ConnectionId>,
+    /// After a fork: connections up to this id are the parent's, and are
+    /// leaked instead of closed (see `Pool::reset_after_fork`).
+    pub(crate) inherited: Option<ConnectionId>,
+    /// The latest `now` given to the core (see [`Inner::clock`]).
+    last_now: Option<Instant>,
+}
+
+/// What an input leaves to do once the lock is released.
+pub(crate) struct Work<C> {
+    pub(crate) wake: Vec<Waker>,
+    pub(crate) establish: Vec<(ConnectionId, Arc<Abort>)>,
+    pub(crate) close: Vec<C>,
+    pub(crate) abort: Vec<Arc<Abort>>,
+    pub(crate) interrupt: bool,
+    pub(crate) rearm: bool,
+    pub(crate) dispatch: bool,
+}
+
+impl<C> Default for Work<C> {
+    fn default() -> Self {
+        // Empty vectors allocate nothing: the fast paths stay allocation-free.
+        Work {
+            wake: Vec::new(),
+            establish: Vec::new(),
+            close: Vec::new(),
+            abort: Vec::new(),
+            interrupt: false,
+            rearm: false,
+            dispatch: false,
+        }
+    }
+}
+
+/// The checkout the current input started, served without a slot or a
+/// waker when its outcome is among the outputs of that same input.
+pub(crate) struct Mine<C> {
+    pub(crate) id: Option<WaiterId>,
+    pub(crate) outcome: Option<Result<Pooled<C>, CheckOutError>>,
+}
+
+impl<C> Default for Mine<C> {
+    fn default() -> Self {
+        Mine {
+            id: None,
+            outcome: None,
+        }
+    }
+}
+
+impl<C> Inner<C> {
+    pub(crate) fn new(core: Core<C>) -> Inner<C> {
+        Inner {
+            core,
+            waiters: IdMap::default(),
+            establishing: BTreeMap::new(),
+            armed: None,
+            last_issued: None,
+            inherited: None,
+            last_now: None,
+        }
+    }
+
+    /// The `now` for an input whose clock was read (`read`) before it took
+    /// the lock: never earlier than the `now` of an input before it.
+    pub(crate) fn clock(&mut self, read: Instant) -> Instant {
+        match self.last_now {
+            Some(last) if last >= read => last,
+            _ => {
+                self.last_now = Some(read);
+                read
+            }
+        }
+    }
+
+    /// Drains at most `limit` outputs into `work`; returns whether more
+    /// are left. Completes waiters' slots and records interruptions here,
+    /// under the lock, so that no later input can overtake them.
+    pub(crate) fn drain(
+        &mut self,
+        now: Instant,
+        hub: &EventHub,
+        interrupts: &Interrupts,
+        work: &mut Work<C>,
+        mine: &mut Mine<C>,
+        limit: usize,
+    ) -> bool {
+        let mut events: Option<Appender<'_>> = None;
+        let mut interrupted = Vec::new();
+        let mut drained = 0;
+        let more = loop {
+            if drained == limit {
+                break true;
+            }
+            let Some(output) = self.core.poll_output() else {
+                break false;
+            };
+            drained += 1;
+            let action = match output {
+                Output::Event(event) => {
+                    events.get_or_insert_with(|| hub.appender()).push(event);
+                    work.dispatch = true;
+                    continue;
+                }
+                Output::Action(action) => action,
+            };
+            match action {
+                Action::Establish { id } => {
+                    self.last_issued = self.last_issued.max(Some(id));
+                    let abort = Arc::new(Abort::default());
+                    self.establishing.insert(id, abort.clone());
+                    work.establish.push((id, abort));
+                }
+                Action::AbortEstablish { id } => {
+                    if let Some(abort) = self.establishing.remove(&id) {
+                        work.abort.push(abort);
+                    }
+                }
+                Action::Deliver { waiter, connection } => {
+                    self.complete(now, waiter, Ok(connection), work, mine)
+                }
+                Action::Fail { waiter, error } => self.complete(now, waiter, Err(error), work, mine),
+                // The parent's connection in a forked child: its socket is
+                // the parent's too, so it is forgotten, never dropped (a
+                // drop may say goodbye on the parent's session).
+                Action::Close { id, connection, .. } if self.inherited.is_some_and(|last| id <= last) => {
+                    std::mem::forget(connection)
+                }
+                Action::Close { connection, .. } => work.close.push(connection),
+                Action::Interrupt { id } => interrupted.push(id),
+                // An action this adapter does not know yet: nothing to do.
+                _ => {}
+            }
+        };
+        if !interrupted.is_empty() {
+            interrupts.insert(&interrupted);
+            work.interrupt = true;
+        }
+        more
+    }
+
+    fn complete(
+        &mut self,
+        now: Instant,
+        waiter: WaiterId,
+        outcome: Result<Pooled<C>, CheckOutError>,
+        work: &mut Work<C>,
+        mine: &mut Mine<C>,
+    ) {
+        if mine.id == Some(waiter) {
+            mine.outcome = Some(outcome);
+            return;
+        }
+        let outcome = match self.waiters.remove(&waiter) {
+            Some(slot) => {
+                let mut slot = lock_slot(&slot);
+                match &mut *slot {
+                    Slot::Waiting(waker) => {
+                        if let Some(waker) = waker.take() {
+                            work.wake.push(waker);
+                        }
+                        *slot = Slot::Done(outcome);
+                        return;
+                    }
+                    // Its future is being dropped, and cancels nothing.
+                    Slot::Done(_) | Slot::Taken => outcome,
+                }
+            }
+            // Every queued checkout has a slot from the input that queued
+            // it, so this does not happen; if it did, nothing is lost.
+            None => outcome,
+        };
+        if let Ok(connection) = outcome {
+            let _ = self.core.handle_check_in(now, connection);
+        }
+    }
+
+    /// Gives a connection back to the core (its drain follows).
+    pub(crate) fn check_in(&mut self, now: Instant, connection: Pooled<C>, interrupts: &Interrupts) {
+        interrupts.forget(connection.id());
+        // A connection of this pool is never refused.
+        let refused = self.core.handle_check_in(now, connection).is_err();
+        debug_assert!(
+            !refused,
+            "a connection came back to a pool that did not create it"
+        );
+    }
+
+    /// Wakes the timer task when the core's deadline moved earlier than the
+    /// one it sleeps until.
+    pub(crate) fn rearm(&mut self, work: &mut Work<C>) {
+        if let Some(next) = self.core.poll_timeout() {
+            if self.armed.is_none_or(|armed| next < armed) {
+                self.armed = Some(next);
+                work.rearm = true;
+            }
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! Establishing connections: one spawned task per `Action::Establish`,
+//! bounded by the connect timeout, stopped by `Action::AbortEstablish`, and
+//! reporting back even when it is dropped.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+
+use cmap_core::{ConnectionId, SharedError};
+use event_listener::Event;
+
+use crate::error::{ConnectTimeoutError, EstablishDroppedError};
+use crate::manager::ManageConnection;
+use crate::runtime::Runtime;
+use crate::shared::Shared;
+use crate::util::{race, Either};
+
+/// The switch that stops one establishment.
+#[derive(Default)]
+pub(crate) struct Abort {
+    fired: AtomicBool,
+    event: Event,
+}
+
+impl Abort {
+    pub(crate) fn fire(&self) {
+        self.fired.store(true, Ordering::Release);
+        self.event.notify(usize::MAX);
+    }
+
+    async fn wait(&self) {
+        loop {
+            if self.fired.load(Ordering::Acquire) {
+                return;
+            }
+            let listener = self.event.listen();
+            if self.fired.load(Ordering::Acquire) {
+                return;
+            }
+            listener.await;
+        }
+    }
+}
+
+/// Reports a failure if the task is dropped before it reported anything
+/// (the runtime shut down): the core then frees the slot. A report for a
+/// connection the core already abandoned is ignored by the core.
+struct Report<M: ManageConnection, R: Runtime> {
+    pool: Weak<Shared<M, R>>,
+    id: ConnectionId,
+    armed: bool,
+}
+
+impl<M: ManageConnection, R: Runtime> Drop for Report<M, R> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if let Some(shared) = self.pool.upgrade() {
+            shared.finish_establish(self.id, Err(Arc::new(EstablishDroppedError)));
+        }
+    }
+}
+
+impl<M: ManageConnection, R: Runtime> Shared<M, R> {
+    /// Spawns the task that establishes connection `id`. It holds the pool
+    /// weakly: a pool dropped meanwhile gets nothing, and the connection is
+    /// dropped.
+    pub(crate) fn spawn_establish(&self, id: ConnectionId, abort: Arc<Abort>) {
+        let manager = self.manager.clone();
+        let rt = self.rt.clone();
+        let timeout = self.connect_timeout;
+        let mut report = Report {
+            pool: self.me.clone(),
+            id,
+            armed: true,
+        };
+        self.rt.spawn(async move {
+            let connect = async {
+                let deadline = timeout.and_then(|t| rt.now().checked_add(t));
+                let result = match (timeout, deadline) {
+                    (Some(after), Some(deadline)) => {
+                        match race(manager.connect(), rt.sleep_until(deadline)).await {
+                            Either::Left(result) => result.map_err(|e| Arc::new(e) as SharedError),
+                            Either::Right(()) => Err(Arc::new(ConnectTimeoutError { after }) as SharedError),
+                        }
+                    }
+                    _ => manager.connect().await.map_err(|e| Arc::new(e) as SharedError),
+                };
+                result
+            };
+            let outcome = race(connect, abort.wait()).await;
+            report.armed = false;
+            // Aborted: the core has already counted it closed.
+            let Either::Left(result) = outcome else { return };
+            if let Some(shared) = report.pool.upgrade() {
+                shared.finish_establish(id, result);
+            }
+        });
+    }
+
+    /// Reports the outcome of establishing `id` to the core.
+    pub(crate) fn finish_establish(&self, id: ConnectionId, result: Result<M::Connection, SharedError>) {
+        let service_id = result
+            .as_ref()
+            .ok()
+            .and_then(|conn| self.manager.service_id(conn));
+        self.input(|inner, now| {
+            inner.establishing.remove(&id);
+            // `Err` only for an id the core never issued: not the case here.
+            let _ = match result {
+                Ok(conn) => inner.core.handle_established(now, id, conn, service_id),
+                Err(error) => inner.core.handle_establish_failed(now, id, error),
+            };
+        });
+    }
+}

@@ -1,0 +1,117 @@
+//! The connection manager: how to make, check and reset one connection.
+
+use std::future::Future;
+
+use cmap_core::ServiceId;
+
+/// Makes and looks after the connections of one pool.
+///
+/// Only [`connect`](ManageConnection::connect) is required. The hooks run
+/// at these points:
+///
+/// | hook | when | on failure |
+/// | --- | --- | --- |
+/// | [`connect`](ManageConnection::connect) | the core asks for a connection (a checkout needs one, or `minPoolSize`) | the checkout that asked fails with `ConnectionError` carrying this error; the pool is cleared |
+/// | [`check`](ManageConnection::check) | before a connection is handed out | it is closed and the checkout tries another one |
+/// | [`is_broken`](ManageConnection::is_broken) | when a guard is dropped | it is closed (reason `error`) instead of being pooled |
+/// | [`reset`](ManageConnection::reset) | after `is_broken`, before it is pooled again (unless [`RESETS`](ManageConnection::RESETS) is `false`) | it is closed (reason `error`) |
+/// | [`service_id`](ManageConnection::service_id) | right after `connect`, in load-balanced mode | - |
+///
+/// `Self::Error` reaches the user: it is the `source` of a
+/// [`GetError`](crate::GetError) and the `error` field of the
+/// "Connection closed" log message, so its `Display` must not contain
+/// credentials.
+///
+/// # Example
+///
+/// A manager of plain TCP connections (`cmap-tokio` has runnable ones,
+/// for TCP and for PostgreSQL):
+///
+/// ```
+/// use std::future::Future;
+///
+/// struct Tcp {
+///     addr: std::net::SocketAddr,
+/// }
+///
+/// impl cmap_async::ManageConnection for Tcp {
+///     type Connection = tokio::net::TcpStream;
+///     type Error = std::io::Error;
+///
+///     fn connect(&self) -> impl Future<Output = Result<Self::Connection, Self::Error>> + Send {
+///         // TCP, then the handshake and authentication of a real protocol.
+///         tokio::net::TcpStream::connect(self.addr)
+///     }
+/// }
+/// ```
+pub trait ManageConnection: Send + Sync + 'static {
+    /// The connection.
+    type Connection: Send + 'static;
+    /// Why connecting, checking or resetting failed.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// Opens a connection ready for use: TCP, handshake, authentication,
+    /// and any per-connection setup. Runs in a task of its own; the pool
+    /// bounds it with the builder's `connect_timeout` and drops it if the
+    /// pool no longer wants the connection (a clear that interrupts, close).
+    fn connect(&self) -> impl Future<Output = Result<Self::Connection, Self::Error>> + Send;
+
+    /// Checks a connection just before it is handed out (default: nothing).
+    /// A failure closes it and the checkout goes on with another one, unless
+    /// the connection was made for this very checkout: then the checkout
+    /// fails with [`GetError::CheckFailed`](crate::GetError::CheckFailed).
+    /// It runs inside `get()`, so keep it cheap (look at the connection's
+    /// state; a round trip to the server costs every checkout one).
+    fn check(&self, conn: &mut Self::Connection) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        let _ = conn;
+        std::future::ready(Ok(()))
+    }
+
+    /// Whether [`reset`](ManageConnection::reset) does anything (default:
+    /// `true`). A manager that keeps the default `reset` can say `false`:
+    /// a returned connection then goes straight back to the pool, without
+    /// the heap-allocated task a reset needs (one allocation per check-in
+    /// saved). With `false`, `reset` is never called.
+    ///
+    /// ```
+    /// # use std::future::Future;
+    /// struct Tcp(std::net::SocketAddr);
+    ///
+    /// impl cmap_async::ManageConnection for Tcp {
+    ///     type Connection = std::net::TcpStream;
+    ///     type Error = std::io::Error;
+    ///     const RESETS: bool = false; // `reset` is not overridden
+    ///
+    ///     fn connect(&self) -> impl Future<Output = std::io::Result<std::net::TcpStream>> + Send {
+    ///         std::future::ready(std::net::TcpStream::connect(self.0))
+    ///     }
+    /// }
+    /// ```
+    const RESETS: bool = true;
+
+    /// Resets a connection that is being given back, before it is pooled
+    /// again (default: nothing), such as rolling back an open transaction.
+    /// It starts on the thread that drops the guard and, as soon as it has
+    /// to wait, goes on in a spawned task; the connection is checked in
+    /// when it is done. A failure closes it with reason `error`. Not called
+    /// when [`RESETS`](ManageConnection::RESETS) is `false`.
+    fn reset(&self, conn: &mut Self::Connection) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        let _ = conn;
+        std::future::ready(Ok(()))
+    }
+
+    /// Whether a connection being given back is unusable (default: `false`),
+    /// such as a client whose socket is closed. Called on every return, so
+    /// it must be cheap and must not block.
+    fn is_broken(&self, conn: &mut Self::Connection) -> bool {
+        let _ = conn;
+        false
+    }
+
+    /// The service a new connection reached, from its handshake, for
+    /// load-balanced mode (default: `None`).
+    fn service_id(&self, conn: &Self::Connection) -> Option<ServiceId> {
+        let _ = conn;
+        None
+    }
+}

@@ -1,0 +1,319 @@
+//! `Pool`: the handle users hold. Every method is one input of the core.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cmap_core::{Address, Clear, Event, PoolOptions, Stats, Status, UsageError};
+
+use crate::builder::PoolBuilder;
+use crate::error::GetError;
+use crate::events::{EventStream, Subscription};
+use crate::guard::PooledConnection;
+use crate::manager::ManageConnection;
+use crate::runtime::Runtime;
+use crate::shared::Shared;
+
+/// A CMAP connection pool of `M`'s connections, driven on runtime `R`.
+///
+/// Cloning it is cheap and gives another handle to the same pool. When the
+/// last handle is dropped the pool is closed: queued checkouts fail, idle
+/// connections are closed, and checked-out ones are closed when given back.
+///
+/// # Example
+///
+/// ```
+/// # use cmap_async::{GetError, ManageConnection, Pool, Runtime};
+/// async fn run<M: ManageConnection, R: Runtime>(pool: Pool<M, R>) -> Result<(), GetError> {
+///     let conn = pool.get().await?; // waits at most waitQueueTimeoutMS
+///     drop(conn); // checked in
+///     let status = pool.status();
+///     assert_eq!(status.in_use, 0);
+///     pool.close();
+///     Ok(())
+/// }
+/// ```
+pub struct Pool<M: ManageConnection, R: Runtime> {
+    shared: Arc<Shared<M, R>>,
+}
+
+impl<M: ManageConnection, R: Runtime> Pool<M, R> {
+    /// A builder with this crate's defaults (see [`PoolBuilder`]).
+    pub fn builder() -> PoolBuilder<M, R> {
+        PoolBuilder::new()
+    }
+
+    pub(crate) fn from_shared(shared: Arc<Shared<M, R>>) -> Self {
+        Pool { shared }
+    }
+
+    /// Checks out a connection, waiting at most `waitQueueTimeoutMS` (no
+    /// limit if it is not set). The future borrows nothing from the pool
+    /// and may be dropped at any point without losing a connection or
+    /// capacity.
+    ///
+    /// # Errors
+    ///
+    /// [`GetError::CheckOut`] when the pool is closed, paused or cleared
+    /// (retryable), the wait timed out, or establishing the connection made
+    /// for this checkout failed (the manager's error is its source);
+    /// [`GetError::CheckFailed`] when a new connection fails
+    /// [`ManageConnection::check`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use cmap_async::{GetError, ManageConnection, Pool, Runtime};
+    /// async fn run<M: ManageConnection, R: Runtime>(pool: &Pool<M, R>) -> Result<(), GetError> {
+    ///     let mut conn = pool.get().await?;
+    ///     let _c: &mut M::Connection = &mut conn;
+    ///     Ok(())
+    /// }
+    /// ```
+    pub fn get(&self) -> impl Future<Output = Result<PooledConnection<M>, GetError>> + Send + 'static {
+        let timeout = self.shared.options.wait_queue_timeout();
+        self.shared.clone().get(timeout)
+    }
+
+    /// Checks out a connection, waiting at most `timeout` instead of
+    /// `waitQueueTimeoutMS`. A zero timeout takes an available connection
+    /// or fails at once.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use cmap_async::{GetError, ManageConnection, Pool, Runtime};
+    /// async fn run<M: ManageConnection, R: Runtime>(pool: &Pool<M, R>) {
+    ///     match pool.get_timeout(Duration::from_millis(50)).await {
+    ///         Ok(_conn) => {}
+    ///         Err(e) if e.is_timeout() => { /* busy */ }
+    ///         Err(_) => {}
+    ///     }
+    /// }
+    /// ```
+    pub fn get_timeout(
+        &self,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<PooledConnection<M>, GetError>> + Send + 'static {
+        self.shared.clone().get(Some(timeout))
+    }
+
+    /// Marks the pool ready (spec: "Marking a Connection Pool as Ready"):
+    /// checkouts are served and `minPoolSize` is kept. Pools are built
+    /// ready unless [`PoolBuilder::start_paused`] says otherwise; a cleared
+    /// pool needs this again (or its reconnect backoff, after a failure).
+    ///
+    /// # Errors
+    ///
+    /// [`UsageError::PoolClosed`] once the pool is closed.
+    ///
+    /// ```
+    /// # use cmap_async::{ManageConnection, Pool, PoolState, Runtime};
+    /// # fn run<M: ManageConnection, R: Runtime>(pool: &Pool<M, R>) {
+    /// pool.clear(false).unwrap();
+    /// assert_eq!(pool.status().state, PoolState::Paused);
+    /// pool.ready().unwrap();
+    /// # }
+    /// ```
+    pub fn ready(&self) -> Result<(), UsageError> {
+        self.shared.input(|inner, now| inner.core.handle_ready(now))
+    }
+
+    /// Clears the pool (spec: "Clearing a Connection Pool"): connections of
+    /// the current generation are closed as they come back or are found
+    /// idle, the pool is paused, and queued checkouts fail with a retryable
+    /// `PoolClearedError`. With `interrupt_in_use`, checked-out connections
+    /// are interrupted at once (see [`PooledConnection::interrupted`]).
+    /// Call [`ready`](Self::ready) to serve checkouts again.
+    ///
+    /// # Errors
+    ///
+    /// [`UsageError::ClearMode`] in load-balanced mode, which clears per
+    /// service: use [`clear_with`](Self::clear_with).
+    ///
+    /// ```
+    /// # use cmap_async::{ManageConnection, Pool, Runtime};
+    /// # fn run<M: ManageConnection, R: Runtime>(pool: &Pool<M, R>) {
+    /// // The server went away: drop every connection, interrupt those in use.
+    /// pool.clear(true).unwrap();
+    /// # }
+    /// ```
+    pub fn clear(&self, interrupt_in_use: bool) -> Result<(), UsageError> {
+        self.clear_with(Clear {
+            interrupt_in_use,
+            ..Clear::default()
+        })
+    }
+
+    /// Clears the pool with a cause (the text of the `PoolClearedError`
+    /// that queued checkouts fail with) and, in load-balanced mode, the
+    /// service to clear.
+    ///
+    /// ```
+    /// # use cmap_async::{ManageConnection, Pool, Runtime};
+    /// # fn run<M: ManageConnection, R: Runtime>(pool: &Pool<M, R>) {
+    /// let cause = "the server stepped down".into();
+    /// pool.clear_with(cmap_async::Clear { cause: Some(cause), ..Default::default() }).unwrap();
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`UsageError::ClearMode`] when a service id is given to a pool that
+    /// is not load-balanced, or missing for one that is.
+    pub fn clear_with(&self, clear: Clear) -> Result<(), UsageError> {
+        self.shared
+            .input(|inner, now| inner.core.handle_clear(now, clear))
+    }
+
+    /// Closes the pool (spec: "Closing a Connection Pool"): queued
+    /// checkouts fail at once with `PoolClosedError`, idle connections are
+    /// closed, pending ones abandoned, and checked-out ones are closed when
+    /// given back. Closing twice does nothing.
+    ///
+    /// ```
+    /// # use cmap_async::{ManageConnection, Pool, PoolState, Runtime};
+    /// # fn run<M: ManageConnection, R: Runtime>(pool: &Pool<M, R>) {
+    /// pool.close();
+    /// assert_eq!(pool.status().state, PoolState::Closed);
+    /// # }
+    /// ```
+    pub fn close(&self) {
+        self.shared.close();
+    }
+
+    /// Resets the pool in a forked child process (spec: "Forking"): call
+    /// it in the child, before anything else uses the pool. The pool is
+    /// cleared with `interruptInUseConnections` (`ConnectionPoolCleared`,
+    /// cause [`ClearCause::Forked`](crate::ClearCause::Forked)), every
+    /// connection it had is closed in its books, and its background task,
+    /// which did not survive the fork, is started again. A pool that was
+    /// ready is marked ready again; a paused one stays paused.
+    ///
+    /// The parent's connections are *leaked*, not dropped: their sockets
+    /// are the parent's too, and dropping a client may send a goodbye that
+    /// ends the parent's session. So a connection checked out before the
+    /// fork and given back afterwards skips [`ManageConnection::reset`] and
+    /// is forgotten. Call this only in a forked child.
+    ///
+    /// `cmap-blocking` notices forks itself (a `pthread_atfork` counter
+    /// compared on every checkout) and calls this.
+    ///
+    /// ```
+    /// # use cmap_async::{ManageConnection, Pool, Runtime};
+    /// # fn run<M: ManageConnection, R: Runtime>(pool: &Pool<M, R>) {
+    /// # let in_forked_child = false;
+    /// if in_forked_child {
+    ///     pool.reset_after_fork();
+    /// }
+    /// # }
+    /// ```
+    pub fn reset_after_fork(&self) {
+        self.shared.reset_after_fork();
+    }
+
+    /// The pool's state, connection counts and wait-queue length.
+    ///
+    /// ```
+    /// # use cmap_async::{ManageConnection, Pool, Runtime};
+    /// # fn run<M: ManageConnection, R: Runtime>(pool: &Pool<M, R>) {
+    /// let s = pool.status();
+    /// println!("{:?}: {} of {} in use, {} waiting", s.state, s.in_use, s.total, s.waiting);
+    /// # }
+    /// ```
+    pub fn status(&self) -> Status {
+        self.shared.lock().core.status()
+    }
+
+    /// Counters since the pool was created.
+    ///
+    /// ```
+    /// # use cmap_async::{ManageConnection, Pool, Runtime};
+    /// # fn run<M: ManageConnection, R: Runtime>(pool: &Pool<M, R>) {
+    /// let st = pool.stats();
+    /// println!("{} checkouts, {} timed out, {:?} waited", st.requests, st.requests_timed_out, st.wait_time);
+    /// # }
+    /// ```
+    pub fn stats(&self) -> Stats {
+        self.shared.lock().core.stats().clone()
+    }
+
+    /// The server address the pool is for.
+    pub fn address(&self) -> &Address {
+        &self.shared.address
+    }
+
+    /// The pool's options.
+    pub fn options(&self) -> &PoolOptions {
+        &self.shared.options
+    }
+
+    /// The connection manager.
+    pub fn manager(&self) -> &M {
+        &self.shared.manager
+    }
+
+    /// Calls `callback` with every event from now on, in the core's order,
+    /// never under the pool's lock, on the thread of the input that produced
+    /// it (or of a concurrent input already delivering: one thread delivers
+    /// at a time). An input returns once its events are delivered, so after
+    /// [`close`](Self::close) returns, `ConnectionPoolClosed` has been seen.
+    /// Keep it short: other inputs wait for their events behind it. It may
+    /// call into the pool.
+    ///
+    /// ```
+    /// # use cmap_async::{ManageConnection, Pool, Runtime};
+    /// # fn run<M: ManageConnection, R: Runtime>(pool: &Pool<M, R>) {
+    /// let subscription = pool.on_event(|event| println!("{}", event.name()));
+    /// subscription.unsubscribe();
+    /// # }
+    /// ```
+    pub fn on_event(&self, callback: impl Fn(&Event) + Send + Sync + 'static) -> Subscription {
+        self.shared.events.on_event(Arc::new(callback))
+    }
+
+    /// Every event from now on, as a stream (see [`EventStream`]).
+    ///
+    /// ```
+    /// # use cmap_async::{ManageConnection, Pool, Runtime};
+    /// # fn run<M: ManageConnection, R: Runtime>(pool: &Pool<M, R>) {
+    /// let mut events = pool.events();
+    /// pool.close();
+    /// while let Some(event) = events.try_next() {
+    ///     println!("{}", event.name()); // ... ConnectionPoolClosed
+    /// }
+    /// # }
+    /// ```
+    pub fn events(&self) -> EventStream {
+        self.shared.events.stream()
+    }
+}
+
+impl<M: ManageConnection, R: Runtime> Clone for Pool<M, R> {
+    fn clone(&self) -> Self {
+        self.shared.handles.fetch_add(1, Ordering::Relaxed);
+        Pool {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<M: ManageConnection, R: Runtime> Drop for Pool<M, R> {
+    fn drop(&mut self) {
+        if self.shared.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.shared.close();
+        }
+    }
+}
+
+impl<M: ManageConnection, R: Runtime> fmt::Debug for Pool<M, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pool")
+            .field("address", &self.shared.address)
+            .field("status", &self.status())
+            .finish_non_exhaustive()
+    }
+}

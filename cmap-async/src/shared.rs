@@ -1,0 +1,180 @@
+//! The state every handle, guard and task of one pool shares, and the one
+//! way the core is driven: lock, one `handle_*`, drain, unlock, perform.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::{Duration, Instant};
+
+use cmap_core::{Address, PoolOptions, Pooled};
+use event_listener::Event;
+
+use crate::driver::{Inner, Mine, Work};
+use crate::events::EventHub;
+use crate::interrupt::Interrupts;
+use crate::manager::ManageConnection;
+use crate::runtime::Runtime;
+
+/// One pool's shared state. `Pool` handles, guards and pending `get()`
+/// futures hold it strongly; spawned tasks hold it weakly.
+pub(crate) struct Shared<M: ManageConnection, R: Runtime> {
+    /// Itself, weakly, for the tasks it spawns.
+    pub(crate) me: Weak<Self>,
+    pub(crate) manager: Arc<M>,
+    pub(crate) rt: R,
+    pub(crate) address: Address,
+    pub(crate) options: PoolOptions,
+    pub(crate) connect_timeout: Option<Duration>,
+    /// A plain mutex: it is held only for one input and its drain, never
+    /// across an await, and never while user code runs.
+    inner: Mutex<Inner<M::Connection>>,
+    pub(crate) events: Arc<EventHub>,
+    pub(crate) interrupts: Arc<Interrupts>,
+    /// Wakes the timer task: its deadline moved earlier, or the pool closed.
+    pub(crate) timer: Event,
+    /// Live `Pool` handles; the last one dropped closes the pool.
+    pub(crate) handles: AtomicUsize,
+    /// Which timer task is the pool's: a reset after fork starts a new
+    /// one, and an older one that still runs ends.
+    pub(crate) timer_epoch: AtomicU64,
+}
+
+impl<M: ManageConnection, R: Runtime> Shared<M, R> {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        manager: M,
+        rt: R,
+        address: Address,
+        options: PoolOptions,
+        connect_timeout: Option<Duration>,
+        core: cmap_core::Pool<M::Connection>,
+        events: Arc<EventHub>,
+    ) -> Arc<Self> {
+        Arc::new_cyclic(|me| Shared {
+            me: me.clone(),
+            manager: Arc::new(manager),
+            rt,
+            address,
+            options,
+            connect_timeout,
+            inner: Mutex::new(Inner::new(core)),
+            events,
+            interrupts: Arc::default(),
+            timer: Event::new(),
+            handles: AtomicUsize::new(1),
+            timer_epoch: AtomicU64::new(0),
+        })
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Inner<M::Connection>> {
+        // The core does not panic; if a panic ever poisoned the lock, the
+        // state it protects is still consistent between inputs.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Starts an input under the lock: events on or off as wanted, and the
+    /// input's `now`: the clock read before taking the lock (`read`, so
+    /// the lock is not held across a clock read), raised to the latest
+    /// `now` an input already gave the core, so inputs reach the core in
+    /// time order and deadlines are never computed from a stale instant.
+    pub(crate) fn begin(&self, inner: &mut Inner<M::Connection>, read: Instant) -> Instant {
+        inner.core.set_events_enabled(self.events.wanted());
+        inner.clock(read)
+    }
+
+    /// Ends an input under the lock: drains at most `limit` outputs and
+    /// re-arms the timer. Returns whether outputs are left.
+    pub(crate) fn finish(
+        &self,
+        inner: &mut Inner<M::Connection>,
+        now: Instant,
+        work: &mut Work<M::Connection>,
+        mine: &mut Mine<M::Connection>,
+        limit: usize,
+    ) -> bool {
+        let more = inner.drain(now, &self.events, &self.interrupts, work, mine, limit);
+        inner.rearm(work);
+        more
+    }
+
+    /// One input: `f` calls one `handle_*`; everything it caused is drained
+    /// under the lock and performed after it.
+    pub(crate) fn input<T>(&self, f: impl FnOnce(&mut Inner<M::Connection>, Instant) -> T) -> T {
+        let mut work = Work::default();
+        let read = self.rt.now();
+        let out = {
+            let mut inner = self.lock();
+            let now = self.begin(&mut inner, read);
+            let out = f(&mut inner, now);
+            self.finish(&mut inner, now, &mut work, &mut Mine::default(), usize::MAX);
+            out
+        };
+        self.perform(work);
+        out
+    }
+
+    /// Carries out what an input drained, outside the lock.
+    pub(crate) fn perform(&self, work: Work<M::Connection>) {
+        let Work {
+            wake,
+            establish,
+            close,
+            abort,
+            interrupt,
+            rearm,
+            dispatch,
+        } = work;
+        for (id, abort) in establish {
+            self.spawn_establish(id, abort);
+        }
+        if !close.is_empty() {
+            // Off the caller's path: dropping may mean I/O (a goodbye
+            // message, a TLS close).
+            self.rt.spawn(async move { drop(close) });
+        }
+        for abort in abort {
+            abort.fire();
+        }
+        if interrupt {
+            self.interrupts.notify();
+        }
+        if rearm {
+            // `additional`: a listener notified but never to be polled (the
+            // parent's timer task, in a forked child) must not use up the
+            // notification meant for the live timer task.
+            self.timer.notify_additional(1);
+        }
+        if dispatch {
+            self.events.dispatch();
+        }
+        // After the events: a checkout served or failed by this input must
+        // not return before its `ConnectionCheckedOut` or
+        // `ConnectionCheckOutFailed` (and log message) is out, as the
+        // spec emits them before the checkout returns.
+        for waker in wake {
+            waker.wake();
+        }
+    }
+
+    /// Gives back a checked-out connection.
+    pub(crate) fn check_in(&self, connection: Pooled<M::Connection>) {
+        self.input(|inner, now| inner.check_in(now, connection, &self.interrupts));
+    }
+
+    /// Takes a checked-out connection out of the pool for good.
+    pub(crate) fn detach(&self, connection: Pooled<M::Connection>) -> M::Connection {
+        self.input(|inner, now| {
+            self.interrupts.forget(connection.id());
+            match inner.core.handle_detach(now, connection) {
+                Ok(conn) => conn,
+                Err(_) => unreachable!("a guard's connection comes from its own pool"),
+            }
+        })
+    }
+
+    /// Closes the pool (the last `Pool` handle is gone, or `close()`).
+    pub(crate) fn close(&self) {
+        self.input(|inner, now| inner.core.handle_close(now));
+        // The timer task ends once it sees the pool closed.
+        self.timer.notify_additional(1);
+    }
+}

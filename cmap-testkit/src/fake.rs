@@ -1,0 +1,198 @@
+//! A fake connection manager: connections are numbers, connecting takes a
+//! configurable time and can be made to fail, and every connection alive
+//! is counted so a leak shows.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cmap_async::{Event, ManageConnection, Runtime};
+
+/// A fake connection; counted alive until dropped.
+#[derive(Debug)]
+pub struct Conn {
+    /// Its number: 1 for the first one connected, and so on.
+    pub n: u64,
+    /// What [`ManageConnection::is_broken`] says about it.
+    pub broken: bool,
+    alive: Arc<AtomicI64>,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.alive.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The knobs and counters of a fake manager, shared by its clones. A
+/// synchronous manager (`cmap-blocking`'s tests) uses them too, through
+/// [`connect_delay`](State::connect_delay) and [`open`](State::open).
+#[derive(Default)]
+pub struct State {
+    /// Connections made.
+    pub connects: AtomicU64,
+    /// Connections alive (made and not dropped).
+    pub alive: Arc<AtomicI64>,
+    /// How long connecting takes, in microseconds.
+    pub connect_us: AtomicU64,
+    /// Connecting fails (connection refused) while set.
+    pub refuse: AtomicBool,
+    /// Connecting never finishes while set.
+    pub hang: AtomicBool,
+    /// Random connect time up to `connect_us` instead of exactly it.
+    pub jitter: AtomicBool,
+    /// How long `reset` takes, in microseconds (0: done at once).
+    pub reset_us: AtomicU64,
+    /// Resets done.
+    pub resets: AtomicU64,
+    /// `check` fails while set.
+    pub check_fails: AtomicBool,
+}
+
+impl State {
+    /// Connections alive.
+    pub fn alive(&self) -> i64 {
+        self.alive.load(Ordering::SeqCst)
+    }
+
+    /// How long the next connect takes.
+    pub fn connect_delay(&self) -> Duration {
+        let mut us = self.connect_us.load(Ordering::SeqCst);
+        if self.jitter.load(Ordering::SeqCst) && us > 0 {
+            us = fastrand::u64(0..=us);
+        }
+        Duration::from_micros(us)
+    }
+
+    /// Ends a connect: refused while [`refuse`](State::refuse) is set,
+    /// otherwise the next connection.
+    pub fn open(&self) -> Result<Conn, FakeError> {
+        if self.refuse.load(Ordering::SeqCst) {
+            return Err(FakeError("connection refused"));
+        }
+        let n = self.connects.fetch_add(1, Ordering::SeqCst) + 1;
+        self.alive.fetch_add(1, Ordering::SeqCst);
+        Ok(Conn {
+            n,
+            broken: false,
+            alive: self.alive.clone(),
+        })
+    }
+
+    /// What `check` answers now.
+    pub fn check(&self) -> Result<(), FakeError> {
+        if self.check_fails.load(Ordering::SeqCst) {
+            Err(FakeError("check failed"))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// The fake's error.
+#[derive(Debug)]
+pub struct FakeError(pub &'static str);
+
+impl std::fmt::Display for FakeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl std::error::Error for FakeError {}
+
+/// The fake manager on runtime `R` (it sleeps with `R`'s timer); clones
+/// share their [`State`], which it derefs to.
+pub struct Fake<R> {
+    state: Arc<State>,
+    rt: R,
+}
+
+impl<R: Clone> Clone for Fake<R> {
+    fn clone(&self) -> Self {
+        Fake {
+            state: self.state.clone(),
+            rt: self.rt.clone(),
+        }
+    }
+}
+
+impl<R: Default> Default for Fake<R> {
+    fn default() -> Self {
+        Fake {
+            state: Arc::default(),
+            rt: R::default(),
+        }
+    }
+}
+
+impl<R> std::ops::Deref for Fake<R> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.state
+    }
+}
+
+impl<R> Fake<R> {
+    /// The shared state, for a manager of another kind to use.
+    pub fn state(&self) -> Arc<State> {
+        self.state.clone()
+    }
+}
+
+impl<R: Runtime> ManageConnection for Fake<R> {
+    type Connection = Conn;
+    type Error = FakeError;
+
+    fn connect(&self) -> impl Future<Output = Result<Conn, FakeError>> + Send {
+        let (state, rt) = (self.state.clone(), self.rt.clone());
+        async move {
+            let delay = state.connect_delay();
+            if !delay.is_zero() {
+                rt.sleep_until(rt.now() + delay).await;
+            }
+            if state.hang.load(Ordering::SeqCst) {
+                std::future::pending::<()>().await;
+            }
+            state.open()
+        }
+    }
+
+    fn check(&self, _conn: &mut Conn) -> impl Future<Output = Result<(), FakeError>> + Send {
+        std::future::ready(self.state.check())
+    }
+
+    fn reset(&self, _conn: &mut Conn) -> impl Future<Output = Result<(), FakeError>> + Send {
+        let us = self.reset_us.load(Ordering::SeqCst);
+        let (state, rt) = (self.state.clone(), self.rt.clone());
+        async move {
+            if us > 0 {
+                rt.sleep_until(rt.now() + Duration::from_micros(us)).await;
+            }
+            state.resets.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+    }
+
+    fn is_broken(&self, conn: &mut Conn) -> bool {
+        conn.broken
+    }
+}
+
+/// Collects event names, in delivery order.
+#[derive(Clone, Default)]
+pub struct Names(pub Arc<Mutex<Vec<&'static str>>>);
+
+impl Names {
+    /// A callback that records the names.
+    pub fn callback(&self) -> impl Fn(&Event) + Send + Sync + 'static {
+        let names = self.0.clone();
+        move |e: &Event| names.lock().unwrap().push(e.name())
+    }
+
+    /// The names recorded since the last call.
+    pub fn take(&self) -> Vec<&'static str> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+}

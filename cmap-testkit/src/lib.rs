@@ -1,0 +1,85 @@
+//! # cmap-testkit
+//!
+//! The tests of the [`cmap_async`] pool written once for every runtime,
+//! so that `cmap-tokio`, `cmap-async-std` (under async-std and under smol)
+//! and `cmap-blocking` (its `ThreadRuntime`) run the same checks instead of
+//! copies of them. Not published.
+//!
+//! - [`Fake`]: a connection manager whose connections are numbers, with
+//!   knobs (slow, refused, hanging connects; slow resets; failing checks)
+//!   and a count of live connections, so a leak shows.
+//! - [`scenarios`]: the pool's behaviour, one `async fn` per test, generic
+//!   over the pool's runtime `R` and the runtime `T` the test's own tasks
+//!   run on (the user's: under smol, `smol::spawn`). The
+//!   [`pool_scenarios!`] macro turns them into `#[test]`s.
+//! - [`stress`]: thousands of `get()` futures dropped at random points.
+//! - [`rt`]: the few runtime-neutral helpers the tests need (spawn and
+//!   join, sleep, timeout, `eventually`).
+//! - [`logs`]: a `tracing` subscriber that records the spec's log
+//!   messages, and the transcript a pool must log.
+//! - [`echo`]: the echo server and printing the examples share.
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod echo;
+mod fake;
+pub mod logs;
+pub mod rt;
+pub mod scenarios;
+pub mod stress;
+
+pub use fake::{Conn, Fake, FakeError, Names, State};
+
+/// The pool of [`Fake`] connections on runtime `R`.
+pub type FakePool<R> = cmap_async::Pool<Fake<R>, R>;
+
+/// A builder for a [`FakePool`] with the address `fake:27017`.
+pub fn builder<R: cmap_async::Runtime>() -> cmap_async::PoolBuilder<Fake<R>, R> {
+    cmap_async::Pool::builder().address("fake:27017")
+}
+
+/// Expands to one `#[test]` per scenario of [`scenarios`], each running
+/// `scenarios::NAME::<POOL, TASKS>()` with `block_on`.
+///
+/// ```ignore
+/// cmap_testkit::pool_scenarios!(pool: AsyncStdRuntime, tasks: SmolTasks, block_on: smol::block_on);
+/// ```
+#[macro_export]
+macro_rules! pool_scenarios {
+    (pool: $pool:ty, tasks: $tasks:ty, block_on: $block_on:expr) => {
+        $crate::pool_scenarios!(@tests $pool, $tasks, $block_on;
+            check_out_check_in_and_reuse,
+            a_waiter_gets_the_connection_given_back,
+            get_timeout_fires_on_time,
+            an_earlier_deadline_rearms_the_timer,
+            wait_queue_timeout_from_the_connection_string,
+            clear_fails_waiters_and_closes_stale_connections,
+            close_fails_waiters_closes_idle_and_returned_connections,
+            events_arrive_in_the_cores_order,
+            the_event_stream_ends_when_the_pool_is_gone,
+            interrupted_future_resolves_on_an_interrupting_clear,
+            broken_connections_are_closed_not_pooled,
+            detach_takes_the_connection_out_of_the_pool,
+            a_refused_connect_reaches_get_with_its_real_error_then_reconnects,
+            connect_timeout_fails_the_checkout,
+            a_slow_reset_runs_in_a_task_before_check_in,
+            a_failed_check_discards_the_idle_connection_and_tries_another,
+            min_pool_size_is_kept_in_the_background,
+            a_dropped_pool_closes_and_its_tasks_end,
+            start_paused_waits_for_ready,
+            a_bad_address_or_option_fails_the_build,
+            a_zero_timeout_takes_an_available_connection_or_fails_at_once,
+            concurrent_inputs_never_reorder_events,
+            a_callback_may_call_into_its_pool,
+            reset_after_fork_clears_restarts_the_timer_and_leaks_old_connections,
+        );
+    };
+    (@tests $pool:ty, $tasks:ty, $block_on:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                ($block_on)($crate::scenarios::$name::<$pool, $tasks>());
+            }
+        )*
+    };
+}

@@ -1,0 +1,89 @@
+//! The spec's log messages out of a real pool: a `tracing` subscriber that
+//! records the pool's messages, and the transcript a pool that checks out,
+//! checks in and closes must log.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Metadata, Subscriber};
+
+/// One message's fields, by name, as text.
+pub type Fields = BTreeMap<String, String>;
+
+/// Records the fields of every DEBUG-or-above event of target
+/// `cmap::connection`.
+#[derive(Clone, Default)]
+pub struct Capture(pub Arc<Mutex<Vec<Fields>>>);
+
+struct Visitor<'a>(&'a mut Fields);
+
+impl Visit for Visitor<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().into(), value.into());
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0.insert(field.name().into(), format!("{value:?}"));
+    }
+}
+
+impl Subscriber for Capture {
+    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
+        metadata.target() == cmap_async::LOG_TARGET && *metadata.level() <= tracing::Level::DEBUG
+    }
+    fn new_span(&self, _: &Attributes<'_>) -> Id {
+        Id::from_u64(1)
+    }
+    fn record(&self, _: &Id, _: &Record<'_>) {}
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut fields = Fields::new();
+        event.record(&mut Visitor(&mut fields));
+        self.0.lock().unwrap().push(fields);
+    }
+    fn enter(&self, _: &Id) {}
+    fn exit(&self, _: &Id) {}
+}
+
+/// The connection string the pool under test is built with: a password
+/// that must never be logged, `maxPoolSize=3` and `minPoolSize=0`.
+pub const CONNECTION_STRING: &str = "mongodb://user:secret@fake/?maxPoolSize=3&minPoolSize=0";
+
+/// Checks what a pool built with [`CONNECTION_STRING`] logged for: a
+/// checkout, its check-in, a checkout with a zero timeout, its check-in,
+/// and close.
+///
+/// # Panics
+///
+/// On the first message or field that is not the spec's.
+pub fn check_transcript(logged: &[Fields]) {
+    let messages: Vec<&str> = logged.iter().map(|f| f["message"].as_str()).collect();
+    assert_eq!(
+        messages,
+        [
+            "Connection pool created",
+            "Connection pool ready",
+            "Connection checkout started",
+            "Connection created",
+            "Connection ready",
+            "Connection checked out",
+            "Connection checked in",
+            "Connection checkout started",
+            "Connection checked out",
+            "Connection checked in",
+            "Connection closed",
+            "Connection pool closed",
+        ]
+    );
+    assert_eq!(logged[0]["maxPoolSize"], "3");
+    assert_eq!(logged[0]["minPoolSize"], "0");
+    for fields in logged {
+        assert_eq!(fields["serverHost"], "fake");
+        assert_eq!(fields["serverPort"], "27017");
+        assert!(fields.values().all(|v| !v.contains("secret")), "{fields:?}");
+    }
+    assert_eq!(logged[3]["driverConnectionId"], "1");
+    assert!(logged[4].contains_key("durationMS"));
+    assert_eq!(logged[10]["reason"], "Connection pool was closed");
+}

@@ -1,0 +1,107 @@
+//! The few things a test needs of a runtime beyond [`Runtime`]: spawn and
+//! join, sleep, timeout, and waiting for a condition, written once on top
+//! of `Runtime::spawn` and `Runtime::sleep_until`.
+
+use std::future::Future;
+use std::panic::{resume_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::thread;
+use std::time::Duration;
+
+use cmap_async::{Event, EventStream, Runtime};
+use event_listener::{Event as Notify, EventListener};
+use futures_lite::FutureExt;
+
+struct Shared<T> {
+    outcome: Mutex<Option<thread::Result<T>>>,
+    done: Notify,
+}
+
+/// A spawned task's result: awaiting it gives the task's output, or
+/// panics with the task's panic.
+#[must_use = "a dropped Join detaches the task"]
+pub struct Join<T> {
+    shared: Arc<Shared<T>>,
+    listener: Option<EventListener>,
+}
+
+/// Spawns `future` on `rt`; the returned [`Join`] resolves to its output.
+pub fn spawn<T, F>(rt: &impl Runtime, future: F) -> Join<T>
+where
+    F: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let shared = Arc::new(Shared {
+        outcome: Mutex::new(None),
+        done: Notify::new(),
+    });
+    let theirs = shared.clone();
+    rt.spawn(async move {
+        let outcome = AssertUnwindSafe(future).catch_unwind().await;
+        *theirs.outcome.lock().unwrap() = Some(outcome);
+        theirs.done.notify(usize::MAX);
+    });
+    Join {
+        shared,
+        listener: None,
+    }
+}
+
+impl<T> Future for Join<T> {
+    type Output = T;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        loop {
+            if let Some(outcome) = self.shared.outcome.lock().unwrap().take() {
+                return Poll::Ready(outcome.unwrap_or_else(|panic| resume_unwind(panic)));
+            }
+            match self.listener.as_mut() {
+                // Listen, then look again: no notification is lost.
+                None => self.listener = Some(self.shared.done.listen()),
+                Some(listener) => {
+                    if Pin::new(listener).poll(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                    self.listener = None;
+                }
+            }
+        }
+    }
+}
+
+/// Sleeps for `duration` on `rt`'s timer.
+pub async fn sleep(rt: &impl Runtime, duration: Duration) {
+    rt.sleep_until(rt.now() + duration).await;
+}
+
+/// `future`'s output, or `None` if `duration` passes first.
+pub async fn timeout<F: Future>(rt: &impl Runtime, duration: Duration, future: F) -> Option<F::Output> {
+    async { Some(future.await) }
+        .or(async {
+            sleep(rt, duration).await;
+            None
+        })
+        .await
+}
+
+/// Polls `cond` every millisecond for up to two seconds.
+///
+/// # Panics
+///
+/// If `cond` is still false then.
+pub async fn eventually(rt: &impl Runtime, what: &str, mut cond: impl FnMut() -> bool) {
+    for _ in 0..2000 {
+        if cond() {
+            return;
+        }
+        sleep(rt, Duration::from_millis(1)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}
+
+/// The next event of a stream.
+pub async fn next(stream: &mut EventStream) -> Option<Event> {
+    futures_lite::StreamExt::next(stream).await
+}
