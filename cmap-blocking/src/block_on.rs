@@ -1,0 +1,263 @@
+//! `block_on` and the timer it keeps: a future runs on the calling thread,
+//! which parks between polls until the future is woken or until the
+//! nearest deadline a [`Sleep`] polled inside it registered. Nothing
+//! spins: a thread waits in `park` or `park_timeout`, never in a loop.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::{pin, Pin};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::{self, Thread};
+use std::time::Instant;
+
+/// Wakes one `block_on`: a flag, and an unpark if the flag was down.
+struct Parker {
+    thread: Thread,
+    notified: AtomicBool,
+}
+
+impl Wake for Parker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if !self.notified.swap(true, Ordering::AcqRel) {
+            self.thread.unpark();
+        }
+    }
+}
+
+/// The deadlines registered inside one `block_on` call, each with the
+/// waker to wake when it passes.
+struct Timers {
+    /// Which `block_on` call this is (a `Sleep` registered in an earlier
+    /// call registers again).
+    call: u64,
+    entries: BTreeMap<(Instant, u64), Waker>,
+    next_key: u64,
+}
+
+/// Numbers `block_on` calls, process-wide.
+static CALLS: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// The innermost `block_on` running on this thread.
+    static CURRENT: RefCell<Option<Rc<RefCell<Timers>>>> = const { RefCell::new(None) };
+    /// A parker kept for the next `block_on` of this thread, so that the
+    /// checkout fast path allocates nothing.
+    static SPARE: RefCell<Option<Arc<Parker>>> = const { RefCell::new(None) };
+}
+
+/// Makes `timers` the current ones until dropped, then puts back the
+/// outer ones (a `block_on` inside a `block_on`).
+struct Enter {
+    outer: Option<Rc<RefCell<Timers>>>,
+}
+
+impl Enter {
+    fn new(timers: Rc<RefCell<Timers>>) -> Enter {
+        let outer = CURRENT.with(|c| c.borrow_mut().replace(timers));
+        Enter { outer }
+    }
+}
+
+impl Drop for Enter {
+    fn drop(&mut self) {
+        let outer = self.outer.take();
+        let _ = CURRENT.try_with(|c| *c.borrow_mut() = outer);
+    }
+}
+
+/// Runs `future` to completion on the current thread.
+///
+/// Between polls the thread parks: until the future's waker is called, or
+/// until the nearest deadline of a [`ThreadRuntime`](crate::ThreadRuntime)
+/// sleep polled inside it, whichever comes first. Calls may nest (a
+/// `block_on` inside a future that another `block_on` runs); each has its
+/// own waker and deadlines.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use cmap_blocking::{block_on, Runtime, ThreadRuntime};
+///
+/// let t0 = Instant::now();
+/// let rt = ThreadRuntime::default();
+/// block_on(rt.sleep_until(t0 + Duration::from_millis(20)));
+/// assert!(t0.elapsed() >= Duration::from_millis(20));
+/// assert_eq!(block_on(async { 6 * 7 }), 42);
+/// ```
+pub fn block_on<F: Future>(future: F) -> F::Output {
+    let parker = SPARE
+        .try_with(|s| s.borrow_mut().take())
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| {
+            Arc::new(Parker {
+                thread: thread::current(),
+                notified: AtomicBool::new(false),
+            })
+        });
+    let waker = Waker::from(parker.clone());
+    let mut cx = Context::from_waker(&waker);
+    let timers = Rc::new(RefCell::new(Timers {
+        call: CALLS.fetch_add(1, Ordering::Relaxed),
+        entries: BTreeMap::new(),
+        next_key: 0,
+    }));
+    let enter = Enter::new(timers.clone());
+    let mut future = pin!(future);
+    let output = loop {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            break output;
+        }
+        wait(&parker, &timers);
+    };
+    drop(enter);
+    // The timers' wakers may hold this parker; they go with this call.
+    drop(timers);
+    drop(waker);
+    let _ = SPARE.try_with(|s| *s.borrow_mut() = Some(parker));
+    output
+}
+
+/// Parks until woken, firing the deadlines that pass meanwhile.
+fn wait(parker: &Parker, timers: &RefCell<Timers>) {
+    loop {
+        if parker.notified.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        let now = Instant::now();
+        let (due, next) = {
+            let mut timers = timers.borrow_mut();
+            let later = timers.entries.split_off(&(now, u64::MAX));
+            let due = std::mem::replace(&mut timers.entries, later);
+            (due, timers.entries.keys().next().map(|(deadline, _)| *deadline))
+        };
+        if !due.is_empty() {
+            // Outside the borrow: a waker may do anything.
+            for (_, waker) in due {
+                waker.wake();
+            }
+            continue;
+        }
+        match next {
+            Some(deadline) => thread::park_timeout(deadline.saturating_duration_since(now)),
+            None => thread::park(),
+        }
+    }
+}
+
+/// A future that completes at `deadline`: [`ThreadRuntime`]'s sleep
+/// (`Runtime::sleep_until`).
+///
+/// Polled inside [`block_on`] (as every task of a `ThreadRuntime` is), it
+/// registers its deadline with that call, which parks no longer than
+/// that. Polled anywhere else, it has a worker thread wait for it.
+///
+/// [`ThreadRuntime`]: crate::ThreadRuntime
+#[derive(Debug)]
+#[must_use = "futures do nothing unless polled"]
+pub struct Sleep {
+    deadline: Instant,
+    /// The `block_on` call and key it is registered under.
+    registered: Option<(u64, u64)>,
+    /// The waker a worker thread wakes, when polled outside `block_on`.
+    fallback: Option<Arc<Mutex<Waker>>>,
+}
+
+impl Sleep {
+    /// A sleep until `deadline`.
+    pub fn until(deadline: Instant) -> Sleep {
+        Sleep {
+            deadline,
+            registered: None,
+            fallback: None,
+        }
+    }
+
+    /// Registers with the current `block_on`; false outside one.
+    fn register(&mut self, waker: &Waker) -> bool {
+        let Ok(Some(current)) = CURRENT.try_with(|c| c.borrow().clone()) else {
+            return false;
+        };
+        let mut timers = current.borrow_mut();
+        match self.registered {
+            Some((call, key)) if call == timers.call => match timers.entries.get_mut(&(self.deadline, key)) {
+                Some(w) if w.will_wake(waker) => {}
+                Some(w) => *w = waker.clone(),
+                None => {
+                    timers.entries.insert((self.deadline, key), waker.clone());
+                }
+            },
+            _ => {
+                let key = timers.next_key;
+                timers.next_key += 1;
+                timers.entries.insert((self.deadline, key), waker.clone());
+                self.registered = Some((timers.call, key));
+            }
+        }
+        true
+    }
+
+    fn unregister(&mut self) {
+        let Some((call, key)) = self.registered.take() else {
+            return;
+        };
+        let deadline = self.deadline;
+        let _ = CURRENT.try_with(|c| {
+            if let Some(current) = c.borrow().as_ref() {
+                if let Ok(mut timers) = current.try_borrow_mut() {
+                    if timers.call == call {
+                        timers.entries.remove(&(deadline, key));
+                    }
+                }
+            }
+        });
+        // Registered with another call (or thread): that entry fires once,
+        // harmlessly, or goes with its call.
+    }
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if Instant::now() >= self.deadline {
+            self.unregister();
+            return Poll::Ready(());
+        }
+        if self.register(cx.waker()) {
+            return Poll::Pending;
+        }
+        // Outside `block_on`: a worker thread sleeps for us.
+        match &self.fallback {
+            Some(waker) => {
+                let mut w = waker.lock().unwrap_or_else(PoisonError::into_inner);
+                if !w.will_wake(cx.waker()) {
+                    *w = cx.waker().clone();
+                }
+            }
+            None => {
+                let waker = Arc::new(Mutex::new(cx.waker().clone()));
+                self.fallback = Some(waker.clone());
+                let deadline = self.deadline;
+                crate::workers::spawn(Box::pin(async move {
+                    Sleep::until(deadline).await;
+                    waker.lock().unwrap_or_else(PoisonError::into_inner).wake_by_ref();
+                }));
+            }
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        self.unregister();
+    }
+}

@@ -1,0 +1,88 @@
+//! # cmap-blocking
+//!
+//! The [`cmap_core`] connection pool for code with no async runtime, on OS
+//! threads. It is not a second pool: it is [`cmap_async`]'s, driven by a
+//! [`ThreadRuntime`] (each task on a worker thread, sleeping by parking
+//! it), behind a synchronous facade.
+//!
+//! - [`Pool`] — built with [`Pool::builder`]; [`Pool::get`] blocks the
+//!   calling thread at most the wait-queue timeout and returns a
+//!   [`PooledConnection`] guard that derefs to the connection and checks
+//!   it in on drop; [`Pool::ready`], [`Pool::clear`], [`Pool::close`],
+//!   [`Pool::status`], [`Pool::stats`], events through [`Pool::on_event`]
+//!   or the [`Events`] iterator, and the spec's log messages through
+//!   `tracing` (target [`LOG_TARGET`]).
+//! - [`ManageConnection`] — a synchronous manager: `connect` (run on a
+//!   worker thread, never the caller's and never under the pool's lock),
+//!   and optional `check`, `reset`, `is_broken`.
+//! - [`ThreadRuntime`], [`block_on`], [`unblock`] — the runtime, usable
+//!   with `cmap_async::Pool` directly.
+//! - Forks (Unix): a pool used in a forked child resets itself on its
+//!   first checkout there (spec: "Forking"), noticed without a system
+//!   call per checkout.
+//!
+//! Compared with `cmap-tokio`, `get()` loses its `.await`:
+//!
+//! ```
+//! use std::io::{Read, Write};
+//! use std::net::{SocketAddr, TcpListener, TcpStream};
+//! use cmap_blocking::{ManageConnection, Pool};
+//!
+//! /// Connections to a TCP server.
+//! struct Tcp(SocketAddr);
+//!
+//! impl ManageConnection for Tcp {
+//!     type Connection = TcpStream;
+//!     type Error = std::io::Error;
+//!     fn connect(&self) -> Result<TcpStream, std::io::Error> {
+//!         TcpStream::connect(self.0)
+//!     }
+//! }
+//!
+//! fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let server = TcpListener::bind("127.0.0.1:0")?;
+//!     let addr = server.local_addr()?;
+//!     std::thread::spawn(move || for _socket in server.incoming() {});
+//!
+//!     let pool = Pool::builder().address(addr).max_pool_size(4).build(Tcp(addr))?;
+//!     let conn = pool.get()?; // a std::net::TcpStream, pooled
+//!     println!("local address {}", conn.local_addr()?);
+//!     drop(conn); // back to the pool
+//!     assert_eq!(pool.status().available, 1);
+//!     pool.close();
+//!     Ok(())
+//! }
+//! ```
+//!
+//! `docs/guide.md` in the repository is the user guide.
+#![deny(unsafe_code)]
+#![deny(missing_docs)]
+
+mod block_on;
+mod builder;
+mod events;
+#[allow(unsafe_code)]
+mod fork;
+mod manager;
+mod pool;
+mod runtime;
+mod workers;
+
+pub use block_on::{block_on, Sleep};
+pub use builder::PoolBuilder;
+pub use events::Events;
+pub use manager::{ManageConnection, SyncManager};
+pub use pool::{Pool, PooledConnection};
+pub use runtime::{unblock, ThreadRuntime, Unblock};
+
+pub use cmap_async;
+pub use cmap_async::cmap_core;
+pub use cmap_async::{
+    default_reconnect, BuildError, ConnectTimeoutError, EstablishDroppedError, GetError, Interrupted,
+    Runtime, Subscription, ToAddress, DEFAULT_CONNECT_TIMEOUT, LOG_TARGET,
+};
+pub use cmap_async::{
+    Address, CheckOutError, CheckOutFailedReason, Clear, ClearCause, ClosedReason, ConnectionId,
+    EstablishFailure, Event, InterruptedError, OptionsError, PoolOptions, PoolOptionsBuilder, PoolState,
+    Reconnect, ServiceId, SharedError, Stats, Status, UsageError,
+};

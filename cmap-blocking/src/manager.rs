@@ -1,0 +1,159 @@
+//! The synchronous connection manager, and [`SyncManager`], which makes
+//! one a [`cmap_async::ManageConnection`].
+
+use std::future::{ready, Future};
+use std::ops::Deref;
+use std::sync::Arc;
+
+use cmap_async::ServiceId;
+
+use crate::runtime::unblock;
+
+/// Makes and looks after the connections of one pool, synchronously.
+///
+/// Only [`connect`](ManageConnection::connect) is required. The hooks run
+/// at these points, and on these threads:
+///
+/// | hook | when | thread | on failure |
+/// | --- | --- | --- | --- |
+/// | [`connect`](ManageConnection::connect) | the pool needs a connection (a checkout, `minPoolSize`) | a worker thread, never the caller's, never under the pool's lock | the checkout that asked fails with `ConnectionError` carrying this error; the pool is cleared |
+/// | [`check`](ManageConnection::check) | before a connection is handed out | the thread in `get()` | it is closed and the checkout tries another one |
+/// | [`is_broken`](ManageConnection::is_broken) | when a guard is dropped | the dropping thread | it is closed (reason `error`) instead of being pooled |
+/// | [`reset`](ManageConnection::reset) | after `is_broken`, before it is pooled again | the dropping thread, before `drop` returns | it is closed (reason `error`) |
+/// | [`service_id`](ManageConnection::service_id) | right after `connect`, in load-balanced mode | a worker thread | - |
+///
+/// The builder's `connect_timeout` (10 s by default) bounds `connect`:
+/// past it, the checkout fails with `ConnectTimeoutError` and the call is
+/// left to finish on its thread, its connection then dropped. A connect
+/// that can hang should still carry its own timeout (such as
+/// `TcpStream::connect_timeout`), so that its thread comes free.
+///
+/// `Self::Error` reaches the user: it is the `source` of a
+/// [`GetError`](crate::GetError) and the `error` field of the
+/// "Connection closed" log message, so its `Display` must not contain
+/// credentials.
+///
+/// # Example
+///
+/// ```
+/// use std::net::{SocketAddr, TcpStream};
+/// use std::time::Duration;
+///
+/// struct Tcp {
+///     addr: SocketAddr,
+/// }
+///
+/// impl cmap_blocking::ManageConnection for Tcp {
+///     type Connection = TcpStream;
+///     type Error = std::io::Error;
+///
+///     fn connect(&self) -> Result<TcpStream, std::io::Error> {
+///         // TCP, then the handshake and authentication of a real protocol.
+///         TcpStream::connect_timeout(&self.addr, Duration::from_secs(5))
+///     }
+/// }
+/// ```
+pub trait ManageConnection: Send + Sync + 'static {
+    /// The connection.
+    type Connection: Send + 'static;
+    /// Why connecting, checking or resetting failed.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// Opens a connection ready for use: TCP, handshake, authentication,
+    /// and any per-connection setup. Runs on a worker thread.
+    fn connect(&self) -> Result<Self::Connection, Self::Error>;
+
+    /// Checks a connection just before it is handed out (default:
+    /// nothing). A failure closes it and the checkout goes on with another
+    /// one, unless the connection was made for this very checkout: then
+    /// the checkout fails with [`GetError::CheckFailed`](crate::GetError::CheckFailed).
+    /// It runs inside `get()`, so keep it cheap.
+    fn check(&self, conn: &mut Self::Connection) -> Result<(), Self::Error> {
+        let _ = conn;
+        Ok(())
+    }
+
+    /// Whether [`reset`](ManageConnection::reset) does anything (default:
+    /// `true`). A manager that keeps the default `reset` can say `false`:
+    /// a returned connection then goes straight back to the pool without
+    /// the heap-allocated task a reset needs. With `false`, `reset` is
+    /// never called.
+    const RESETS: bool = true;
+
+    /// Resets a connection that is being given back, before it is pooled
+    /// again (default: nothing), such as rolling back an open transaction.
+    /// It runs on the thread that drops the guard, before `drop` returns.
+    /// A failure closes it with reason `error`. Not called when
+    /// [`RESETS`](ManageConnection::RESETS) is `false`.
+    fn reset(&self, conn: &mut Self::Connection) -> Result<(), Self::Error> {
+        let _ = conn;
+        Ok(())
+    }
+
+    /// Whether a connection being given back is unusable (default:
+    /// `false`). Called on every return, so it must be cheap.
+    fn is_broken(&self, conn: &mut Self::Connection) -> bool {
+        let _ = conn;
+        false
+    }
+
+    /// The service a new connection reached, from its handshake, for
+    /// load-balanced mode (default: `None`).
+    fn service_id(&self, conn: &Self::Connection) -> Option<ServiceId> {
+        let _ = conn;
+        None
+    }
+}
+
+/// A synchronous [`ManageConnection`] as the async pool's
+/// [`cmap_async::ManageConnection`]: `connect` runs on a worker thread
+/// ([`unblock`](crate::unblock)), so the async pool can time it out or
+/// abandon it, while `check`, `reset` and `is_broken` are done at once on
+/// the thread that asks, and are ready futures. It derefs to the manager.
+///
+/// [`Pool`](crate::Pool) wraps the manager in it; it is public because
+/// [`PooledConnection`](crate::PooledConnection) names it, and for use of
+/// `cmap_async::Pool<SyncManager<M>, ThreadRuntime>` directly.
+#[derive(Debug)]
+pub struct SyncManager<M>(Arc<M>);
+
+impl<M> SyncManager<M> {
+    /// Wraps `manager`.
+    pub fn new(manager: M) -> Self {
+        SyncManager(Arc::new(manager))
+    }
+}
+
+impl<M> Deref for SyncManager<M> {
+    type Target = M;
+    fn deref(&self) -> &M {
+        &self.0
+    }
+}
+
+impl<M: ManageConnection> cmap_async::ManageConnection for SyncManager<M> {
+    type Connection = M::Connection;
+    type Error = M::Error;
+    const RESETS: bool = M::RESETS;
+
+    fn connect(&self) -> impl Future<Output = Result<M::Connection, M::Error>> + Send {
+        let manager = self.0.clone();
+        unblock(move || manager.connect())
+    }
+
+    fn check(&self, conn: &mut M::Connection) -> impl Future<Output = Result<(), M::Error>> + Send {
+        ready(self.0.check(conn))
+    }
+
+    fn reset(&self, conn: &mut M::Connection) -> impl Future<Output = Result<(), M::Error>> + Send {
+        ready(self.0.reset(conn))
+    }
+
+    fn is_broken(&self, conn: &mut M::Connection) -> bool {
+        self.0.is_broken(conn)
+    }
+
+    fn service_id(&self, conn: &M::Connection) -> Option<ServiceId> {
+        self.0.service_id(conn)
+    }
+}
