@@ -1,0 +1,336 @@
+//! Benchmarks of the cmap pools against the pools users would pick instead
+//! (deadpool, bb8, mobc, r2d2) and two floors, side by side in one run.
+//!
+//! ```text
+//! cargo run --release -p bench -- all --out docs     # everything; rewrites docs/benchmarks.md's
+//!                                                     # generated section and docs/img/*.svg
+//! cargo run --release -p bench -- sweep [--pools cmap-tokio,deadpool] [--m 16] [--t 1,64]
+//! cargo run --release -p bench -- spike
+//! cargo run --release -p bench -- events
+//! cargo run --release -p bench -- list
+//! ```
+//!
+//! `cargo run --release -p bench -- help` lists the options.
+
+mod harness;
+mod pools;
+mod report;
+mod rt;
+mod spike;
+mod svg;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use harness::{Hold, Params, Sample};
+use pools::{Entry, Family, CMAP_TOKIO_EVENTS};
+
+const HELP: &str = "\
+usage: bench <command> [options]
+
+commands:
+  sweep    every pool through check out -> hold -> check in, over M x T
+  spike    50 requests at once on a pool pre-warmed to 5 (connect 150 ms, use 2 ms)
+  events   cmap-tokio with a subscriber counting every event vs without
+  all      sweep + spike + events; with --out DIR also writes DIR/benchmarks.md
+           (its generated section) and DIR/img/*.svg
+  list     the pools
+
+options:
+  --out DIR            where `all` writes (e.g. docs)
+  --pools A,B          only these pools (names as `list` prints them)
+  --m 4,16,64          maxPoolSize values
+  --t 1,16,64,256,1024 concurrent tasks, async pools
+  --bt 1,4,16,64       concurrent threads, blocking pools
+  --warmup-ms 200      warm-up before each window
+  --measure-ms 500     the measured window
+  --spin-hold-us N     hold the connection N µs busy-spinning (default: one yield_now)
+  --threads N          runtime worker threads (default: the number of cores)
+  --reps N             sweep repetitions; the median-throughput one is kept (default 1)
+  --event-reps N       repetitions of the events pairs (default 3)
+  --spike-rounds N     spike rounds, each on a fresh pool (default 5)
+";
+
+/// Everything the command line sets.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The command line, as given.
+    pub args: Vec<String>,
+    pub command: String,
+    pub out: Option<PathBuf>,
+    pub pools: Option<Vec<String>>,
+    pub m: Vec<u32>,
+    pub t: Vec<usize>,
+    pub bt: Vec<usize>,
+    pub warmup: Duration,
+    pub measure: Duration,
+    pub hold: Hold,
+    pub threads: usize,
+    pub reps: usize,
+    pub event_reps: usize,
+    pub spike_rounds: usize,
+}
+
+fn list<T: std::str::FromStr>(s: &str, flag: &str) -> Result<Vec<T>, String> {
+    s.split(',')
+        .map(|v| v.trim().parse().map_err(|_| format!("{flag}: bad value {v:?}")))
+        .collect()
+}
+
+fn parse(args: Vec<String>) -> Result<Options, String> {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let mut o = Options {
+        args: args.clone(),
+        command: String::new(),
+        out: None,
+        pools: None,
+        m: vec![4, 16, 64],
+        t: vec![1, 16, 64, 256, 1024],
+        bt: vec![1, 4, 16, 64],
+        warmup: Duration::from_millis(200),
+        measure: Duration::from_millis(500),
+        hold: Hold::Yield,
+        threads: cores,
+        reps: 1,
+        event_reps: 3,
+        spike_rounds: 5,
+    };
+    let mut it = args.into_iter();
+    while let Some(arg) = it.next() {
+        if !arg.starts_with("--") {
+            if o.command.is_empty() {
+                o.command = arg;
+                continue;
+            }
+            return Err(format!("unexpected argument {arg:?}"));
+        }
+        let mut value = || it.next().ok_or_else(|| format!("{arg} needs a value"));
+        let num = |v: String| v.parse::<u64>().map_err(|_| format!("{arg}: bad number {v:?}"));
+        match arg.as_str() {
+            "--out" => o.out = Some(PathBuf::from(value()?)),
+            "--pools" => o.pools = Some(value()?.split(',').map(str::to_owned).collect()),
+            "--m" => o.m = list(&value()?, "--m")?,
+            "--t" => o.t = list(&value()?, "--t")?,
+            "--bt" => o.bt = list(&value()?, "--bt")?,
+            "--warmup-ms" => o.warmup = Duration::from_millis(num(value()?)?),
+            "--measure-ms" => o.measure = Duration::from_millis(num(value()?)?.max(1)),
+            "--spin-hold-us" => o.hold = Hold::Spin(Duration::from_micros(num(value()?)?)),
+            "--threads" => o.threads = num(value()?)?.max(1) as usize,
+            "--reps" => o.reps = num(value()?)?.max(1) as usize,
+            "--event-reps" => o.event_reps = num(value()?)?.max(1) as usize,
+            "--spike-rounds" => o.spike_rounds = num(value()?)?.max(1) as usize,
+            "--help" => o.command = "help".to_owned(),
+            _ => return Err(format!("unknown option {arg}")),
+        }
+    }
+    if o.command.is_empty() {
+        o.command = "help".to_owned();
+    }
+    Ok(o)
+}
+
+fn selected(o: &Options) -> Vec<Entry> {
+    pools::registry()
+        .into_iter()
+        .filter(|e| match &o.pools {
+            Some(names) => names.iter().any(|n| n == e.name),
+            None => e.name != CMAP_TOKIO_EVENTS,
+        })
+        .collect()
+}
+
+fn params(o: &Options, m: u32, t: usize) -> Params {
+    Params {
+        m,
+        t,
+        warmup: o.warmup,
+        measure: o.measure,
+        hold: o.hold,
+        threads: o.threads,
+    }
+}
+
+fn progress(s: &Sample) {
+    eprintln!(
+        "  M={:<3} T={:<5} {:<26} {:>9} ops/s  p50 {:>8}  p99 {:>8}  p99.9 {:>8}  fair {:>6}  starved {:<4} created {:<4} timeouts {}",
+        s.m,
+        s.t,
+        s.pool,
+        svg::si(s.ops),
+        svg::time_ns(s.p50_ns as f64),
+        svg::time_ns(s.p99_ns as f64),
+        svg::time_ns(s.p999_ns as f64),
+        report::fair(s.fairness),
+        s.starved,
+        s.created,
+        s.timeouts
+    );
+}
+
+/// The sweep: for each configuration, every pool one after the other (and
+/// the repetitions of one configuration back to back), so that the pools
+/// compared are measured close in time: this machine's speed drifts. With
+/// `reps` > 1 the median-throughput repetition of each pool is kept.
+fn sweep(o: &Options) -> Vec<Sample> {
+    let entries = selected(o);
+    let mut samples = Vec::new();
+    for (family, ts) in [(Family::Async, &o.t), (Family::Blocking, &o.bt)] {
+        let family_entries: Vec<&Entry> = entries.iter().filter(|e| e.family == family).collect();
+        for &m in &o.m {
+            for &t in ts {
+                let mut reps: Vec<Vec<Sample>> = vec![Vec::new(); family_entries.len()];
+                for _ in 0..o.reps {
+                    for (i, e) in family_entries.iter().enumerate() {
+                        let s = (e.sweep)(&params(o, m, t));
+                        progress(&s);
+                        reps[i].push(s);
+                    }
+                }
+                for mut r in reps {
+                    r.sort_by(|a, b| a.ops.total_cmp(&b.ops));
+                    samples.push(r.swap_remove(r.len() / 2));
+                }
+            }
+        }
+    }
+    samples
+}
+
+fn spike(o: &Options) -> Vec<spike::SpikeResult> {
+    let p = spike::SpikeParams {
+        threads: o.threads,
+        ..spike::SpikeParams::default()
+    };
+    let mut results = Vec::new();
+    for e in selected(o) {
+        let rounds: Vec<_> = (0..o.spike_rounds).map(|_| (e.spike)(&p)).collect();
+        let r = spike::summarize(e.name, e.family, &rounds);
+        eprintln!(
+            "  spike {:<26} before {:<3} opened {:>5.1} (max {:<3}) wait p50 {:>8} p99 {:>8}  request p50 {:>8} p99 {:>8}  failures {}",
+            r.pool,
+            r.before,
+            r.opened_mean,
+            r.opened_max,
+            svg::time_ns(r.wait_p50.as_nanos() as f64),
+            svg::time_ns(r.wait_p99.as_nanos() as f64),
+            svg::time_ns(r.p50.as_nanos() as f64),
+            svg::time_ns(r.p99.as_nanos() as f64),
+            r.failures
+        );
+        results.push(r);
+    }
+    results
+}
+
+/// cmap-tokio without and with a subscriber, paired per configuration
+/// and repetition (measured back to back).
+fn events(o: &Options) -> Vec<report::EventPair> {
+    let all = pools::registry();
+    let find = |name: &str| all.iter().find(|e| e.name == name).expect("registered");
+    let (plain, with) = (find("cmap-tokio"), find(CMAP_TOKIO_EVENTS));
+    let mut pairs = Vec::new();
+    for &m in &o.m {
+        for &t in &o.t {
+            let mut reps = Vec::new();
+            for _ in 0..o.event_reps {
+                let p = params(o, m, t);
+                reps.push(((plain.sweep)(&p), (with.sweep)(&p)));
+            }
+            let pair = report::EventPair::new(m, t, reps, (o.warmup + o.measure).as_secs_f64());
+            eprintln!(
+                "  events M={:<3} T={:<5} without {:>9}  with {:>9}  ratio {:.3}",
+                m,
+                t,
+                svg::si(pair.without),
+                svg::si(pair.with),
+                pair.ratio
+            );
+            pairs.push(pair);
+        }
+    }
+    pairs
+}
+
+fn run(o: &Options) -> Result<(), String> {
+    let began = Instant::now();
+    match o.command.as_str() {
+        "help" => print!("{HELP}"),
+        "list" => {
+            for e in pools::registry() {
+                println!("{:<26} {:?}", e.name, e.family);
+            }
+        }
+        "sweep" => {
+            let samples = sweep(o);
+            let secs = began.elapsed().as_secs_f64();
+            println!("{}", report::full_table(&samples));
+            println!("sweep took {secs:.1} s");
+        }
+        "spike" => {
+            let results = spike(o);
+            println!("{}", report::spike_table(&results));
+        }
+        "events" => {
+            let pairs = events(o);
+            println!("{}", report::events_table(&pairs));
+        }
+        "all" => {
+            eprintln!("sweep");
+            let t0 = Instant::now();
+            let samples = sweep(o);
+            let sweep_s = t0.elapsed().as_secs_f64();
+            eprintln!("spike");
+            let t1 = Instant::now();
+            let spikes = spike(o);
+            let spike_s = t1.elapsed().as_secs_f64();
+            eprintln!("events");
+            let t2 = Instant::now();
+            let pairs = events(o);
+            let events_s = t2.elapsed().as_secs_f64();
+            let results = report::Results {
+                options: o.clone(),
+                samples,
+                spikes,
+                events: pairs,
+                sweep_s,
+                spike_s,
+                events_s,
+                total_s: began.elapsed().as_secs_f64(),
+            };
+            let text = report::markdown(&results);
+            match &o.out {
+                Some(dir) => {
+                    report::write(dir, &results, &text)
+                        .map_err(|e| format!("writing {}: {e}", dir.display()))?;
+                    eprintln!("wrote {}", dir.join("benchmarks.md").display());
+                }
+                None => println!("{text}"),
+            }
+            eprintln!(
+                "total {:.1} s (sweep {:.1} s, spike {:.1} s, events {:.1} s)",
+                results.total_s, sweep_s, spike_s, events_s
+            );
+        }
+        other => return Err(format!("unknown command {other:?}\n\n{HELP}")),
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let options = match parse(args) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&options) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}
