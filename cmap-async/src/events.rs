@@ -75,13 +75,27 @@ impl Subscribers {
     }
 }
 
+/// What the thread delivering keeps from one delivery to the next, so a
+/// delivery neither allocates nor locks the subscribers when nothing
+/// changed.
+#[derive(Default)]
+struct Turn {
+    /// The batch being delivered; its buffer swaps with the queue's.
+    batch: Vec<Event>,
+    /// The subscribers as of `version`.
+    subscribers: Arc<Subscribers>,
+    version: u64,
+}
+
 /// The event queue and subscribers of one pool.
 #[derive(Default)]
 pub(crate) struct EventHub {
-    queue: Mutex<VecDeque<Event>>,
+    queue: Mutex<Vec<Event>>,
     /// Held while delivering: one thread at a time, in queue order.
-    turn: Mutex<()>,
+    turn: Mutex<Turn>,
     subscribers: Mutex<Arc<Subscribers>>,
+    /// Bumped, under the `subscribers` lock, whenever they change.
+    version: AtomicU64,
     /// Whether the core should build events: someone subscribes, or the
     /// log messages are on.
     wanted: AtomicBool,
@@ -89,11 +103,11 @@ pub(crate) struct EventHub {
 }
 
 /// The queue, locked, for an input to append the events it drains.
-pub(crate) struct Appender<'a>(MutexGuard<'a, VecDeque<Event>>);
+pub(crate) struct Appender<'a>(MutexGuard<'a, Vec<Event>>);
 
 impl Appender<'_> {
     pub(crate) fn push(&mut self, event: Event) {
-        self.0.push_back(event);
+        self.0.push(event);
     }
 }
 
@@ -120,6 +134,7 @@ impl EventHub {
         {
             let mut subs = lock(&self.subscribers);
             change(Arc::make_mut(&mut subs), id);
+            self.version.fetch_add(1, Ordering::SeqCst);
         }
         self.refresh();
         id
@@ -149,6 +164,7 @@ impl EventHub {
             let subs = Arc::make_mut(&mut subs);
             subs.callbacks.retain(|(i, _)| *i != id);
             subs.streams.retain(|(i, _)| *i != id);
+            self.version.fetch_add(1, Ordering::SeqCst);
         }
         self.refresh();
     }
@@ -162,17 +178,24 @@ impl EventHub {
         };
         // A panicking callback poisons the turn (and loses the rest of its
         // batch); delivery goes on with the next input.
-        let _turn = lock(&self.turn);
+        let mut turn = lock(&self.turn);
+        let turn = &mut *turn;
         loop {
-            let batch = {
+            {
                 let mut queue = lock(&self.queue);
                 if queue.is_empty() {
                     return;
                 }
-                std::mem::take(&mut *queue)
-            };
-            let subs = lock(&self.subscribers).clone();
-            for event in batch {
+                // The emptied buffer of the last batch becomes the queue.
+                std::mem::swap(&mut *queue, &mut turn.batch);
+            }
+            let version = self.version.load(Ordering::SeqCst);
+            if version != turn.version {
+                turn.subscribers = lock(&self.subscribers).clone();
+                turn.version = version;
+            }
+            let subs = &*turn.subscribers;
+            for event in turn.batch.drain(..) {
                 logging::log_event(&event);
                 for (_, callback) in &subs.callbacks {
                     callback(&event);

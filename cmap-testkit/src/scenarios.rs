@@ -274,6 +274,59 @@ pub async fn interrupted_future_resolves_on_an_interrupting_clear<
     assert_eq!(pool.stats().connections_lost, 1);
 }
 
+/// A subscriber added or removed between two inputs sees exactly the
+/// events of the inputs after it came and before it went, callbacks and
+/// streams alike (deliveries keep a snapshot of the subscribers: it must
+/// follow every change).
+pub async fn subscribing_and_unsubscribing_take_effect_at_once<R: Runtime + Default, T: Runtime + Default>() {
+    let (m, _t) = runtimes::<R, T>();
+    let pool = builder().max_pool_size(1).build(m).unwrap();
+    let cycle = || async { drop(pool.get().await.unwrap()) };
+    const ONE_CYCLE: [&str; 3] = [
+        "ConnectionCheckOutStarted",
+        "ConnectionCheckedOut",
+        "ConnectionCheckedIn",
+    ];
+    let first = Names::default();
+    let first_sub = pool.on_event(first.callback());
+    cycle().await;
+    let _ = first.take();
+
+    let second = Names::default();
+    let second_sub = pool.on_event(second.callback());
+    let mut stream = pool.events();
+    cycle().await;
+    assert_eq!(first.take(), ONE_CYCLE);
+    assert_eq!(
+        second.take(),
+        ONE_CYCLE,
+        "a new callback sees the next input's events"
+    );
+    let mut streamed = Vec::new();
+    while let Some(event) = stream.try_next() {
+        streamed.push(event.name());
+    }
+    assert_eq!(streamed, ONE_CYCLE, "a new stream sees the next input's events");
+
+    first_sub.unsubscribe();
+    drop(stream);
+    cycle().await;
+    assert_eq!(
+        first.take(),
+        Vec::<&str>::new(),
+        "an unsubscribed callback sees nothing more"
+    );
+    assert_eq!(second.take(), ONE_CYCLE);
+
+    second_sub.unsubscribe();
+    cycle().await;
+    assert_eq!(second.take(), Vec::<&str>::new());
+    let third = Names::default();
+    let _third_sub = pool.on_event(third.callback());
+    cycle().await;
+    assert_eq!(third.take(), ONE_CYCLE, "subscribing again after none were left");
+}
+
 /// Marked broken, or found broken by the manager, a connection is closed.
 pub async fn broken_connections_are_closed_not_pooled<R: Runtime + Default, T: Runtime + Default>() {
     let (m, t) = runtimes::<R, T>();
