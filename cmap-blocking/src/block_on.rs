@@ -3,7 +3,7 @@
 //! nearest deadline a [`Sleep`] polled inside it registered. Nothing
 //! spins: a thread waits in `park` or `park_timeout`, never in a loop.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::{pin, Pin};
@@ -37,20 +37,68 @@ impl Wake for Parker {
 struct Timers {
     /// Which `block_on` call this is (a `Sleep` registered in an earlier
     /// call registers again).
-    call: u64,
+    call: CallId,
     entries: BTreeMap<(Instant, u64), Waker>,
     next_key: u64,
 }
 
-/// Numbers `block_on` calls, process-wide.
-static CALLS: AtomicU64 = AtomicU64::new(1);
+/// A `block_on` call, unique process-wide: this thread's number and the
+/// call's number on this thread, so numbering a call touches no counter
+/// other threads share.
+type CallId = (u64, u64);
+
+/// Numbers the threads that call `block_on`.
+static THREADS: AtomicU64 = AtomicU64::new(1);
+
+/// What a thread keeps from one `block_on` to the next, so that the
+/// checkout fast path allocates nothing.
+struct Spare {
+    parker: Arc<Parker>,
+    waker: Waker,
+    timers: Rc<RefCell<Timers>>,
+}
+
+impl Spare {
+    fn new() -> Spare {
+        let parker = Arc::new(Parker {
+            thread: thread::current(),
+            notified: AtomicBool::new(false),
+        });
+        Spare {
+            waker: Waker::from(parker.clone()),
+            parker,
+            timers: Rc::new(RefCell::new(Timers {
+                call: (0, 0),
+                entries: BTreeMap::new(),
+                next_key: 0,
+            })),
+        }
+    }
+}
 
 thread_local! {
     /// The innermost `block_on` running on this thread.
     static CURRENT: RefCell<Option<Rc<RefCell<Timers>>>> = const { RefCell::new(None) };
-    /// A parker kept for the next `block_on` of this thread, so that the
-    /// checkout fast path allocates nothing.
-    static SPARE: RefCell<Option<Arc<Parker>>> = const { RefCell::new(None) };
+    /// Kept for the next `block_on` of this thread (taken by the outer
+    /// call while calls nest).
+    static SPARE: RefCell<Option<Spare>> = const { RefCell::new(None) };
+    /// This thread's number and its last call's number.
+    static LAST_CALL: Cell<CallId> = const { Cell::new((0, 0)) };
+}
+
+/// A new call's id.
+fn next_call() -> CallId {
+    LAST_CALL
+        .try_with(|last| {
+            let (mut thread, call) = last.get();
+            if thread == 0 {
+                thread = THREADS.fetch_add(1, Ordering::Relaxed);
+            }
+            last.set((thread, call + 1));
+            (thread, call + 1)
+        })
+        // Only while this thread's locals are being torn down.
+        .unwrap_or_else(|_| (THREADS.fetch_add(1, Ordering::Relaxed), 1))
 }
 
 /// Makes `timers` the current ones until dropped, then puts back the
@@ -92,40 +140,32 @@ impl Drop for Enter {
 /// assert_eq!(block_on(async { 6 * 7 }), 42);
 /// ```
 pub fn block_on<F: Future>(future: F) -> F::Output {
-    let parker = SPARE
+    let spare = SPARE
         .try_with(|s| s.borrow_mut().take())
         .ok()
         .flatten()
-        .unwrap_or_else(|| {
-            Arc::new(Parker {
-                thread: thread::current(),
-                notified: AtomicBool::new(false),
-            })
-        });
-    let waker = Waker::from(parker.clone());
-    let mut cx = Context::from_waker(&waker);
-    let timers = Rc::new(RefCell::new(Timers {
-        call: CALLS.fetch_add(1, Ordering::Relaxed),
-        entries: BTreeMap::new(),
-        next_key: 0,
-    }));
-    let enter = Enter::new(timers.clone());
+        .unwrap_or_else(Spare::new);
+    {
+        let mut timers = spare.timers.borrow_mut();
+        timers.call = next_call();
+        timers.next_key = 0;
+    }
+    let mut cx = Context::from_waker(&spare.waker);
+    let enter = Enter::new(spare.timers.clone());
     let mut future = pin!(future);
     let output = loop {
         if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
             break output;
         }
-        wait(&parker, &timers);
+        wait(&spare.parker, &spare.timers);
     };
     drop(enter);
     // The timers' wakers may hold this parker; they go with this call.
-    drop(timers);
-    drop(waker);
-    let _ = SPARE.try_with(|s| *s.borrow_mut() = Some(parker));
+    spare.timers.borrow_mut().entries.clear();
+    let _ = SPARE.try_with(|s| *s.borrow_mut() = Some(spare));
     output
 }
 
-/// Parks until woken, firing the deadlines that pass meanwhile.
 fn wait(parker: &Parker, timers: &RefCell<Timers>) {
     loop {
         if parker.notified.swap(false, Ordering::AcqRel) {
@@ -165,7 +205,7 @@ fn wait(parker: &Parker, timers: &RefCell<Timers>) {
 pub struct Sleep {
     deadline: Instant,
     /// The `block_on` call and key it is registered under.
-    registered: Option<(u64, u64)>,
+    registered: Option<(CallId, u64)>,
     /// The waker a worker thread wakes, when polled outside `block_on`.
     fallback: Option<Arc<Mutex<Waker>>>,
 }

@@ -102,3 +102,21 @@ fn threads_one_per_pool_gone_with_it_and_nothing_spins() {
     drop(other);
     eventually("no pool, no thread busy", || busy_threads() == 0);
 }
+
+#[test]
+fn a_sleep_carried_from_one_block_on_to_the_next_still_fires() {
+    // Each thread reuses its `block_on` state from call to call: a sleep
+    // registered with an earlier call must register again with the next
+    // one, not be taken for one of its own.
+    let rt = ThreadRuntime;
+    let mut sleep = Box::pin(rt.sleep_until(Instant::now() + Duration::from_millis(30)));
+    let first_poll = block_on(std::future::poll_fn(|cx| {
+        std::task::Poll::Ready(sleep.as_mut().poll(cx).is_pending())
+    }));
+    assert!(first_poll, "not due yet");
+    // Another call in between, with a sleep of its own.
+    block_on(rt.sleep_until(Instant::now() + Duration::from_millis(5)));
+    let t0 = Instant::now();
+    block_on(sleep);
+    assert!(t0.elapsed() < Duration::from_secs(5), "the carried sleep fired");
+}
