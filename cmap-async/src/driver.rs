@@ -58,7 +58,7 @@ pub(crate) struct Inner<C> {
 
 /// What an input leaves to do once the lock is released.
 pub(crate) struct Work<C> {
-    pub(crate) wake: Vec<Waker>,
+    pub(crate) wake: Wakers,
     pub(crate) establish: Vec<(ConnectionId, Arc<Abort>)>,
     pub(crate) close: Vec<C>,
     pub(crate) abort: Vec<Arc<Abort>>,
@@ -71,7 +71,7 @@ impl<C> Default for Work<C> {
     fn default() -> Self {
         // Empty vectors allocate nothing: the fast paths stay allocation-free.
         Work {
-            wake: Vec::new(),
+            wake: Wakers::default(),
             establish: Vec::new(),
             close: Vec::new(),
             abort: Vec::new(),
@@ -79,6 +79,30 @@ impl<C> Default for Work<C> {
             rearm: false,
             dispatch: false,
         }
+    }
+}
+
+/// The wakers an input leaves to wake. Most inputs wake at most one (a
+/// check-in handing its connection to the oldest waiter): that one is kept
+/// inline, so the hand-off allocates nothing.
+#[derive(Default)]
+pub(crate) struct Wakers {
+    first: Option<Waker>,
+    rest: Vec<Waker>,
+}
+
+impl Wakers {
+    pub(crate) fn push(&mut self, waker: Waker) {
+        match self.first {
+            None => self.first = Some(waker),
+            Some(_) => self.rest.push(waker),
+        }
+    }
+
+    /// Wakes them all, in the order they were pushed.
+    pub(crate) fn wake(self) {
+        let Wakers { first, rest } = self;
+        first.into_iter().chain(rest).for_each(Waker::wake);
     }
 }
 

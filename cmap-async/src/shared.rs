@@ -150,9 +150,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         // not return before its `ConnectionCheckedOut` or
         // `ConnectionCheckOutFailed` (and log message) is out, as the
         // spec emits them before the checkout returns.
-        for waker in wake {
-            waker.wake();
-        }
+        wake.wake();
     }
 
     /// Gives back a checked-out connection.
