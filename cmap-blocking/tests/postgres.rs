@@ -8,7 +8,6 @@
 //! needs no server and always runs.
 
 use std::collections::BTreeMap;
-use std::error::Error as _;
 use std::io::Write as _;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
@@ -458,15 +457,10 @@ fn a_refused_connection_gives_its_real_error_not_a_timeout() {
     let pg = source.downcast_ref::<PgError>().expect("the manager's own error");
     assert!(matches!(pg, PgError::Postgres(_)), "{pg:?}");
     // Down the chain: the operating system's "connection refused".
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = err.source();
-    let mut refused = false;
-    while let Some(e) = cause {
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            refused |= io.kind() == std::io::ErrorKind::ConnectionRefused;
-        }
-        cause = e.source();
-    }
-    assert!(refused, "the chain of {err:?} ends in ConnectionRefused");
+    assert!(
+        cmap_testkit::caused_by_io(&err, std::io::ErrorKind::ConnectionRefused),
+        "the chain of {err:?} ends in ConnectionRefused"
+    );
     // The pool cleared itself: the next checkout fails at once, retryable,
     // and names the error.
     let again = pool.get().unwrap_err();

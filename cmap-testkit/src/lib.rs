@@ -38,6 +38,15 @@ pub fn builder<R: cmap_async::Runtime>() -> cmap_async::PoolBuilder<Fake<R>, R> 
     cmap_async::Pool::builder().address("fake:27017")
 }
 
+/// Whether an I/O error of `kind` is anywhere down the `source()` chain
+/// of `err` (a connect refused by the operating system, say, under the
+/// pool's and the driver's errors).
+pub fn caused_by_io(err: &(dyn std::error::Error + 'static), kind: std::io::ErrorKind) -> bool {
+    std::iter::successors(Some(err), |e| e.source())
+        .filter_map(|e| e.downcast_ref::<std::io::Error>())
+        .any(|io| io.kind() == kind)
+}
+
 /// Expands to one `#[test]` per scenario of [`scenarios`], each running
 /// `scenarios::NAME::<POOL, TASKS>()` with `block_on`.
 ///
