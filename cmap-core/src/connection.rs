@@ -74,7 +74,7 @@ pub(crate) struct Meta {
 /// A checked-out connection with its metadata. It derefs to the connection;
 /// hand it back with `handle_check_in` (or `handle_detach`).
 pub struct Pooled<C> {
-    pub(crate) meta: Meta,
+    pub(crate) meta: Box<Meta>,
     pub(crate) conn: C,
 }
 

@@ -20,7 +20,7 @@ pub(crate) struct Pending {
 
 /// An established connection waiting in the pool (spec state "available").
 pub(crate) struct Available<C> {
-    pub(crate) meta: Meta,
+    pub(crate) meta: Box<Meta>,
     pub(crate) conn: C,
 }
 
@@ -87,7 +87,7 @@ impl<C> ConnectionSet<C> {
         self.available.extract_if(.., |a| perished(&a.meta)).collect()
     }
     pub(crate) fn available_metas(&self) -> impl Iterator<Item = &Meta> {
-        self.available.iter().map(|a| &a.meta)
+        self.available.iter().map(|a| &*a.meta)
     }
 
     pub(crate) fn insert_pending(&mut self, id: ConnectionId, pending: Pending) {

@@ -105,7 +105,7 @@ pub use error::{
 pub use event::{CheckOutFailedReason, ClosedReason, Event};
 pub use options::{EstablishFailure, PoolOptions, PoolOptionsBuilder, Reconnect};
 pub use output::{Action, Output};
-pub use pool::{Clear, Pool, PoolState};
+pub use pool::{CheckOut, Clear, Pool, PoolState};
 pub use stats::{Stats, Status};
 
 #[cfg(test)]

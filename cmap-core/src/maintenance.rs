@@ -91,7 +91,7 @@ impl<C> Pool<C> {
             let reason = self
                 .perished(&available.meta, true)
                 .expect("extracted as perished");
-            self.close(available.meta, available.conn, reason, None);
+            self.close(&available.meta, available.conn, reason, None);
         }
         let min = self.options.min_pool_size as usize;
         while self.conns.total() < min && self.can_start_connection() {
@@ -140,33 +140,38 @@ impl<C> Pool<C> {
     /// checkout deadline, background run, auto-ready or backoff end that
     /// matters now. `None`: nothing is scheduled.
     pub fn poll_timeout(&self) -> Option<Instant> {
+        // Called after every input: the common case (a ready pool, nobody
+        // waiting, no backoff) costs a few comparisons.
+        let mut next = earliest(self.queue.next_deadline(), self.next_run);
+        if self.state == PoolState::Paused {
+            next = earliest(next, self.backoff.auto_ready_at);
+        }
         // Only a backoff end still ahead is worth a wake-up: once it has
         // passed, whatever it held back is started by the inputs that
         // follow, and reporting it would make the driver spin.
-        let waiting_for_backoff = self.backoff.not_before.filter(|t| {
-            *t > self.now
+        if let Some(end) = self.backoff.not_before {
+            if end > self.now
                 && self.state == PoolState::Ready
                 && (self.queue.len() > self.conns.pending_len()
                     || self.conns.total() < self.options.min_pool_size as usize)
-        });
-        let auto_ready = self
-            .backoff
-            .auto_ready_at
-            .filter(|_| self.state == PoolState::Paused);
-        [
-            self.queue.next_deadline(),
-            self.next_run,
-            auto_ready,
-            waiting_for_backoff,
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+            {
+                next = earliest(next, Some(end));
+            }
+        }
+        next
     }
 
     /// How long until `poll_timeout`, from `now` (zero if it has passed).
     pub fn time_until_timeout(&self, now: Instant) -> Option<Duration> {
         self.poll_timeout().map(|t| t.saturating_duration_since(now))
+    }
+}
+
+/// The earlier of two optional instants (`None`: no instant).
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 

@@ -31,8 +31,12 @@ impl Judge<'_> {
         if self.is_stale(meta.generation, meta.service_id) {
             return Some(ClosedReason::Stale);
         }
-        let idle_for = self.now.saturating_duration_since(meta.last_used);
-        if available && self.options.max_idle_time.is_some_and(|max| idle_for > max) {
+        if available
+            && self
+                .options
+                .max_idle_time
+                .is_some_and(|max| self.now.saturating_duration_since(meta.last_used) > max)
+        {
             return Some(ClosedReason::Idle);
         }
         if meta.expires_at.is_some_and(|end| self.now >= end) {

@@ -77,6 +77,27 @@ pub struct Pool<C> {
     pub(crate) backoff: Backoff,
 }
 
+/// What [`Pool::handle_check_out_direct`] did with a checkout.
+#[derive(Debug)]
+#[must_use = "a connection returned here is checked out: use it, then check it in"]
+pub enum CheckOut<C> {
+    /// Served at once: the connection is checked out, and no `Deliver`
+    /// action follows for it.
+    Ready(Pooled<C>),
+    /// Queued, or failed: its outcome comes as `Action::Deliver` or
+    /// `Action::Fail` for this id.
+    Later(WaiterId),
+}
+
+/// How a checkout served at once gets its connection.
+#[derive(Clone, Copy)]
+enum Serve {
+    /// In an `Action::Deliver`.
+    ByAction,
+    /// Returned by the input.
+    Directly,
+}
+
 impl<C> Pool<C> {
     /// Creates a paused pool and emits `ConnectionPoolCreated` (spec:
     /// "Creating a Connection Pool").
@@ -124,6 +145,24 @@ impl<C> Pool<C> {
     /// a caller that computes timeouts itself (client-side operation
     /// timeouts, `get_timeout`).
     pub fn handle_check_out_until(&mut self, now: Instant, deadline: Option<Instant>) -> WaiterId {
+        match self.check_out(now, deadline, Serve::ByAction) {
+            CheckOut::Later(id) => id,
+            CheckOut::Ready(_) => unreachable!("served by action, a checkout is never returned"),
+        }
+    }
+
+    /// [`handle_check_out_until`](Self::handle_check_out_until) for a
+    /// caller that waits for the outcome itself: a checkout served at once
+    /// (a connection is available and nobody is queued) returns its
+    /// connection here, and no `Deliver` action follows, which spares the
+    /// common checkout a trip through the output queue. Its events are
+    /// queued as usual. Any other checkout returns its id, and its outcome
+    /// comes as `Deliver` or `Fail`, as from `handle_check_out_until`.
+    pub fn handle_check_out_direct(&mut self, now: Instant, deadline: Option<Instant>) -> CheckOut<C> {
+        self.check_out(now, deadline, Serve::Directly)
+    }
+
+    fn check_out(&mut self, now: Instant, deadline: Option<Instant>, serve: Serve) -> CheckOut<C> {
         self.advance(now);
         let id = WaiterId(self.next_waiter_id);
         self.next_waiter_id += 1;
@@ -142,13 +181,22 @@ impl<C> Pool<C> {
                 let passed = deadline.is_some_and(|d| d < self.now);
                 if self.queue.is_empty() && !passed {
                     if let Some(available) = self.take_available() {
-                        self.deliver(id, started_at, available);
-                        return id;
+                        let connection = self.hand_out(started_at, available);
+                        return match serve {
+                            Serve::Directly => CheckOut::Ready(connection),
+                            Serve::ByAction => {
+                                self.push_action(Action::Deliver {
+                                    waiter: id,
+                                    connection,
+                                });
+                                CheckOut::Later(id)
+                            }
+                        };
                     }
                 }
                 if deadline.is_some_and(|d| d <= self.now) {
                     self.time_out(id, started_at);
-                    return id;
+                    return CheckOut::Later(id);
                 }
                 self.stats.requests_queued += 1;
                 self.queue.push(
@@ -162,7 +210,7 @@ impl<C> Pool<C> {
                 self.serve_queue();
             }
         }
-        id
+        CheckOut::Later(id)
     }
 
     /// Gives back a checked-out connection (spec: "Checking In a
@@ -193,7 +241,7 @@ impl<C> Pool<C> {
                 if reason == ClosedReason::Error {
                     self.stats.returns_bad += 1;
                 }
-                self.close(meta, conn, reason, None);
+                self.close(&meta, conn, reason, None);
                 self.serve_queue();
             }
             None => {
@@ -253,7 +301,9 @@ impl<C> Pool<C> {
             connection_id: id,
             duration,
         });
-        let meta = Meta {
+        // Boxed once per connection: checking it out and in then moves a
+        // pointer, not the whole record.
+        let meta = Box::new(Meta {
             id,
             pool: self.id,
             generation,
@@ -264,9 +314,9 @@ impl<C> Pool<C> {
             expires_at: self.lifetime_end(pending.created_at),
             slot: 0,
             errored: false,
-        };
+        });
         if self.state == PoolState::Closed {
-            self.close(meta, conn, ClosedReason::PoolClosed, None);
+            self.close(&meta, conn, ClosedReason::PoolClosed, None);
             return Ok(());
         }
         // Spec ("Populating the Pool"): the connection is available before
@@ -353,7 +403,7 @@ impl<C> Pool<C> {
         self.backoff.auto_ready_at = None;
         self.clear(ClearCause::Forked, true);
         for available in self.conns.extract_available(|_| true) {
-            self.close(available.meta, available.conn, ClosedReason::Stale, None);
+            self.close(&available.meta, available.conn, ClosedReason::Stale, None);
         }
     }
 
@@ -385,7 +435,7 @@ impl<C> Pool<C> {
         self.next_run = None;
         self.backoff.auto_ready_at = None;
         for available in self.conns.extract_available(|_| true) {
-            self.close(available.meta, available.conn, ClosedReason::PoolClosed, None);
+            self.close(&available.meta, available.conn, ClosedReason::PoolClosed, None);
         }
         for (id, _) in self.conns.extract_pending(|_| true) {
             self.closed_event(id, None, ClosedReason::PoolClosed, None);
@@ -494,6 +544,11 @@ impl<C> Pool<C> {
     }
 
     pub(crate) fn since(&self, then: Instant) -> Duration {
+        // Most checkouts are served in the input that started them: a
+        // comparison spares them the subtraction.
+        if then >= self.now {
+            return Duration::ZERO;
+        }
         self.now.saturating_duration_since(then)
     }
 
@@ -588,7 +643,7 @@ impl<C> Pool<C> {
     fn take_available(&mut self) -> Option<Available<C>> {
         while let Some(available) = self.conns.pop_available() {
             match self.perished(&available.meta, true) {
-                Some(reason) => self.close(available.meta, available.conn, reason, None),
+                Some(reason) => self.close(&available.meta, available.conn, reason, None),
                 None => return Some(available),
             }
         }
@@ -610,6 +665,13 @@ impl<C> Pool<C> {
     }
 
     fn deliver(&mut self, waiter: WaiterId, started_at: Instant, available: Available<C>) {
+        let connection = self.hand_out(started_at, available);
+        self.push_action(Action::Deliver { waiter, connection });
+    }
+
+    /// Marks an available connection in use by a checkout that started at
+    /// `started_at`, and emits its `ConnectionCheckedOut`.
+    fn hand_out(&mut self, started_at: Instant, available: Available<C>) -> Pooled<C> {
         let Available { mut meta, conn } = available;
         meta.checked_out_at = self.now;
         meta.slot = self.conns.insert_in_use(InUse {
@@ -625,10 +687,7 @@ impl<C> Pool<C> {
             connection_id: meta.id,
             duration,
         });
-        self.push_action(Action::Deliver {
-            waiter,
-            connection: Pooled { meta, conn },
-        });
+        Pooled { meta, conn }
     }
 
     pub(crate) fn fail(&mut self, waiter: WaiterId, started_at: Instant, error: CheckOutError) {
@@ -652,7 +711,7 @@ impl<C> Pool<C> {
     }
 
     /// Spec: "Closing a Connection" of a connection the pool holds.
-    pub(crate) fn close(&mut self, meta: Meta, conn: C, reason: ClosedReason, error: Option<SharedError>) {
+    pub(crate) fn close(&mut self, meta: &Meta, conn: C, reason: ClosedReason, error: Option<SharedError>) {
         self.closed_event(meta.id, meta.service_id, reason, error);
         self.dispose(meta.id, conn, reason);
     }

@@ -145,6 +145,10 @@ impl WaitQueue {
 
     /// The earliest (deadline, id) of any queued checkout.
     fn first_deadline(&self) -> Option<(Instant, WaiterId)> {
+        // No live waiter: both sets are empty (their fronts are live).
+        if self.len == 0 {
+            return None;
+        }
         match (self.fifo.front(), self.ordered.first()) {
             (Some(a), Some(b)) => Some(*a.min(b)),
             (a, b) => a.or(b).copied(),

@@ -1,6 +1,6 @@
 //! The fast paths allocate nothing: with events off and the pool warm,
-//! checking out an available connection and checking it back in makes no
-//! heap allocation at all.
+//! checking out an available connection (by action or directly) and
+//! checking it back in makes no heap allocation at all.
 //!
 //! This binary has its own global allocator, which counts the allocations
 //! made by the thread under test; keep this file to this one test.
@@ -12,7 +12,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use cmap_core::{Action, Output, Pool, PoolOptions};
+use cmap_core::{Action, CheckOut, Output, Pool, PoolOptions};
 use support::{origin, Conn};
 
 struct Counting;
@@ -81,14 +81,24 @@ fn check_out_and_in_of_an_available_connection_allocates_nothing() {
     pool.handle_check_in(now, connection.expect("delivered")).unwrap();
     while pool.poll_output().is_some() {}
 
+    // Every other pair takes the direct path the adapters use.
+    let mut direct = false;
     let mut cycle = |now| {
-        let waiter = pool.handle_check_out(now);
-        let connection = match pool.poll_output() {
-            Some(Output::Action(Action::Deliver {
-                waiter: w,
-                connection,
-            })) if w == waiter => connection,
-            other => panic!("expected a delivery, got {other:?}"),
+        direct = !direct;
+        let connection = if direct {
+            match pool.handle_check_out_direct(now, None) {
+                CheckOut::Ready(connection) => connection,
+                other => panic!("expected a connection at once, got {other:?}"),
+            }
+        } else {
+            let waiter = pool.handle_check_out(now);
+            match pool.poll_output() {
+                Some(Output::Action(Action::Deliver {
+                    waiter: w,
+                    connection,
+                })) if w == waiter => connection,
+                other => panic!("expected a delivery, got {other:?}"),
+            }
         };
         assert!(pool.poll_output().is_none());
         pool.handle_check_in(now, connection).unwrap();

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cmap_core::{
-    Action, CheckOutError, Clear, ConnectionId, EstablishFailure, Event, Output, Pool, PoolOptions,
+    Action, CheckOut, CheckOutError, Clear, ConnectionId, EstablishFailure, Event, Output, Pool, PoolOptions,
     PoolState, Pooled, Reconnect, ServiceId, SharedError, UsageError, WaiterId,
 };
 use proptest::prelude::*;
@@ -153,10 +153,11 @@ enum Cmd {
     CheckOut {
         stale_ms: u64,
     },
-    /// `handle_check_out_until` with a deadline `offset_ms` from now (may
-    /// be in the past), or none.
+    /// `handle_check_out_until` (or, `direct`, `handle_check_out_direct`)
+    /// with a deadline `offset_ms` from now (may be in the past), or none.
     CheckOutUntil {
         offset_ms: Option<i64>,
+        direct: bool,
     },
     CheckIn {
         pick: usize,
@@ -225,7 +226,8 @@ fn cmd() -> impl Strategy<Value = Cmd> {
     let pick = any::<usize>();
     prop_oneof![
         40 => prop_oneof![9 => Just(0u64), 1 => 0..=5u64].prop_map(|stale_ms| Cmd::CheckOut { stale_ms }),
-        15 => prop::option::weighted(0.85, -100..=600i64).prop_map(|offset_ms| Cmd::CheckOutUntil { offset_ms }),
+        15 => (prop::option::weighted(0.85, -100..=600i64), any::<bool>())
+            .prop_map(|(offset_ms, direct)| Cmd::CheckOutUntil { offset_ms, direct }),
         36 => (pick, prop::bool::weighted(0.2)).prop_map(|(pick, errored)| Cmd::CheckIn { pick, errored }),
         5 => pick.prop_map(|pick| Cmd::Detach { pick }),
         2 => (pick, any::<bool>()).prop_map(|(pick, detach)| Cmd::WrongPool { pick, detach }),
@@ -361,6 +363,9 @@ struct Sim {
     /// A checkout of a paused or closed pool this step, and the error it
     /// must fail with at once.
     check_out_verdict: Option<(WaiterId, &'static str)>,
+    /// A checkout served directly (`handle_check_out_direct`): judged as
+    /// the `Deliver` it stands for, after the input's events.
+    served_directly: Option<Action<Conn>>,
     touched: Vec<u64>,
     checkouts: u64,
     delivers: u64,
@@ -408,6 +413,7 @@ impl Sim {
             expected_late: None,
             check_in_verdict: None,
             check_out_verdict: None,
+            served_directly: None,
             touched: Vec::new(),
             checkouts: 0,
             delivers: 0,
@@ -563,7 +569,7 @@ impl Sim {
                 self.log(|| format!("check out -> {w}"));
                 self.new_waiter(w, deadline)?;
             }
-            Cmd::CheckOutUntil { offset_ms } => {
+            Cmd::CheckOutUntil { offset_ms, direct } => {
                 let deadline = offset_ms.and_then(|o| {
                     let d = Duration::from_millis(o.unsigned_abs());
                     if o >= 0 {
@@ -573,10 +579,22 @@ impl Sim {
                     }
                 });
                 let before = self.pool.state();
-                let w = self.pool.handle_check_out_until(now, deadline);
+                let w = if direct {
+                    match self.pool.handle_check_out_direct(now, deadline) {
+                        CheckOut::Later(w) => w,
+                        CheckOut::Ready(connection) => {
+                            // The id it used is the next one.
+                            let waiter = WaiterId(self.waiters.len() as u64 + 1);
+                            self.served_directly = Some(Action::Deliver { waiter, connection });
+                            waiter
+                        }
+                    }
+                } else {
+                    self.pool.handle_check_out_until(now, deadline)
+                };
                 self.told(now);
                 self.expect_immediate_failure(before, w);
-                self.log(|| format!("check out until {offset_ms:?} -> {w}"));
+                self.log(|| format!("check out until {offset_ms:?} (direct: {direct}) -> {w}"));
                 self.new_waiter(w, deadline)?;
             }
             Cmd::CheckIn { pick, errored } => {
@@ -830,6 +848,10 @@ impl Sim {
 
     fn after(&mut self, fired: bool) -> Result<(), String> {
         self.drain()?;
+        if let Some(delivered) = self.served_directly.take() {
+            self.log(|| format!("directly: {delivered:?}"));
+            self.on_action(delivered)?;
+        }
         self.check(fired)
     }
 

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cmap_core::{
-    Action, CheckInError, CheckOutError, CheckOutFailedReason, Clear, ClosedReason, EstablishFailure, Event,
-    Output, Pool, PoolOptions, PoolState, Reconnect, ServiceId, UsageError,
+    Action, CheckInError, CheckOut, CheckOutError, CheckOutFailedReason, Clear, ClosedReason,
+    EstablishFailure, Event, Output, Pool, PoolOptions, PoolState, Reconnect, ServiceId, UsageError,
 };
 use support::{Conn, Harness};
 
@@ -459,6 +459,58 @@ fn keep_ready_policy_fails_only_the_requester() {
     assert_eq!(h.failed.len(), 1);
     assert_eq!(h.failed[0].0, w);
     assert_eq!(failed_reasons(&h), [CheckOutFailedReason::ConnectionError]);
+}
+
+#[test]
+fn a_direct_check_out_returns_an_available_connection_with_the_same_events_and_no_deliver() {
+    let mut h = Harness::ready(opts().max_pool_size(2).build().unwrap());
+    let c = h.take();
+    h.check_in(c);
+    h.clear_events();
+    let direct = h.pool.handle_check_out_direct(h.now, None);
+    h.drain();
+    let CheckOut::Ready(c) = direct else {
+        panic!("an available connection is served at once, got {direct:?}");
+    };
+    assert!(h.delivered.is_empty(), "no Deliver follows a direct checkout");
+    assert_eq!(h.names(), ["ConnectionCheckOutStarted", "ConnectionCheckedOut"]);
+    assert_eq!(h.pool.status().in_use, 1);
+    h.check_in(c);
+    assert_eq!(h.pool.status().available, 1);
+}
+
+#[test]
+fn a_direct_check_out_that_must_wait_gets_its_outcome_as_an_action() {
+    let mut h = Harness::ready(opts().max_pool_size(1).build().unwrap());
+    // Nothing available: a connection is started, and it comes by Deliver.
+    let CheckOut::Later(first) = h.pool.handle_check_out_direct(h.now, None) else {
+        panic!("nothing is available yet");
+    };
+    h.drain();
+    h.establish_all();
+    assert_eq!(h.delivered.len(), 1);
+    assert_eq!(h.delivered[0].0, first);
+    let c = h.delivered.remove(0).1;
+    // At maxPoolSize: queued, served by the check-in.
+    let CheckOut::Later(second) = h.pool.handle_check_out_direct(h.now, None) else {
+        panic!("the only connection is in use");
+    };
+    h.drain();
+    assert!(h.delivered.is_empty());
+    h.check_in(c);
+    assert_eq!(h.delivered.len(), 1);
+    assert_eq!(h.delivered[0].0, second);
+    // A paused pool fails it, by action, as `handle_check_out_until` would.
+    let c = h.delivered.remove(0).1;
+    h.check_in(c);
+    h.pool.handle_clear(h.now, Clear::default()).unwrap();
+    h.drain();
+    let CheckOut::Later(third) = h.pool.handle_check_out_direct(h.now, None) else {
+        panic!("a paused pool serves nothing");
+    };
+    h.drain();
+    assert_eq!(h.failed.len(), 1);
+    assert_eq!(h.failed[0].0, third);
 }
 
 // ----- Checking in --------------------------------------------------------
