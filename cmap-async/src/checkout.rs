@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use cmap_core::{CheckOutError, Pooled, WaiterId};
+use cmap_core::{CheckOut, CheckOutError, Pooled, WaiterId};
 
 use crate::driver::{lock_slot, Mine, SharedSlot, Slot, Work};
 use crate::error::GetError;
@@ -63,7 +63,7 @@ impl<M: ManageConnection, R: Runtime> Future for Checkout<'_, M, R> {
                 let mut work = Work::default();
                 let mut mine = Mine::default();
                 let read = shared.rt.now();
-                let (id, slot) = {
+                let queued = {
                     let mut inner = shared.lock();
                     let now = shared.begin(&mut inner, read);
                     let deadline = match self.limit {
@@ -72,17 +72,22 @@ impl<M: ManageConnection, R: Runtime> Future for Checkout<'_, M, R> {
                     };
                     self.limit = Limit::Until(deadline);
                     self.started = Some(now);
-                    let id = inner.core.handle_check_out_until(now, deadline);
-                    mine.id = Some(id);
+                    let id = match inner.core.handle_check_out_direct(now, deadline) {
+                        CheckOut::Ready(connection) => {
+                            mine.outcome = Some(Ok(connection));
+                            None
+                        }
+                        CheckOut::Later(id) => Some(id),
+                    };
+                    // Served at once, or completed among this input's own
+                    // outputs: no slot. Otherwise it waits in one.
+                    mine.id = id;
                     shared.finish(&mut inner, now, &mut work, &mut mine, usize::MAX);
-                    let slot = if mine.outcome.is_none() {
+                    id.filter(|_| mine.outcome.is_none()).map(|id| {
                         let slot = Arc::new(Mutex::new(Slot::Waiting(Some(cx.waker().clone()))));
                         inner.waiters.insert(id, slot.clone());
-                        Some(slot)
-                    } else {
-                        None
-                    };
-                    (id, slot)
+                        (id, slot)
+                    })
                 };
                 shared.perform(work);
                 match mine.outcome {
@@ -91,7 +96,7 @@ impl<M: ManageConnection, R: Runtime> Future for Checkout<'_, M, R> {
                         Poll::Ready(outcome)
                     }
                     None => {
-                        let slot = slot.expect("a checkout not served at once has a slot");
+                        let (id, slot) = queued.expect("a checkout not served at once has a slot");
                         self.state = State::Queued(id, slot);
                         Poll::Pending
                     }
@@ -171,22 +176,53 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
             drop(checkout);
             // A connection made for this call: its check failing is an error.
             let fresh = pooled.created_at() >= started;
-            let mut guard = PooledConnection::new(pooled, self.clone());
-            // Dropped during the check, the connection's state is unknown:
-            // it is closed, not pooled.
-            guard.broken = true;
-            match self.manager.check(guard.connection_mut()).await {
+            let mut checking = Checking {
+                shared: &self,
+                conn: Some(pooled),
+            };
+            let checked = self.manager.check(checking.connection()).await;
+            match checked {
                 Ok(()) => {
-                    guard.broken = false;
-                    return Ok(guard);
+                    let pooled = checking.pass();
+                    // The call's own handle moves into the guard: no second
+                    // reference count to take and drop per checkout.
+                    return Ok(PooledConnection::new(pooled, self));
                 }
                 Err(error) => {
-                    drop(guard);
+                    drop(checking);
                     if fresh {
                         return Err(GetError::CheckFailed(Arc::new(error)));
                     }
                 }
             }
+        }
+    }
+}
+
+/// A connection under the manager's check. Dropped before it passed (the
+/// check failed, or the `get()` future was dropped during it), its state is
+/// unknown: it is checked in marked errored, and the pool closes it.
+struct Checking<'a, M: ManageConnection, R: Runtime> {
+    shared: &'a Shared<M, R>,
+    conn: Option<Pooled<M::Connection>>,
+}
+
+impl<M: ManageConnection, R: Runtime> Checking<'_, M, R> {
+    fn connection(&mut self) -> &mut M::Connection {
+        self.conn.as_mut().expect("present until it passed")
+    }
+
+    /// It passed: the caller takes it.
+    fn pass(mut self) -> Pooled<M::Connection> {
+        self.conn.take().expect("present until it passed")
+    }
+}
+
+impl<M: ManageConnection, R: Runtime> Drop for Checking<'_, M, R> {
+    fn drop(&mut self) {
+        if let Some(mut conn) = self.conn.take() {
+            conn.mark_errored();
+            self.shared.check_in(conn);
         }
     }
 }

@@ -57,24 +57,34 @@ pub(crate) struct Inner<C> {
 }
 
 /// What an input leaves to do once the lock is released.
+///
+/// Most inputs (a served checkout, a check-in) leave nothing, or one waker
+/// (a check-in handing its connection to the oldest waiter): that much is
+/// kept inline, and everything rarer in a box built on first use, so the
+/// common input builds and drops no vector.
 pub(crate) struct Work<C> {
-    pub(crate) wake: Wakers,
-    pub(crate) establish: Vec<(ConnectionId, Arc<Abort>)>,
-    pub(crate) close: Vec<C>,
-    pub(crate) abort: Vec<Arc<Abort>>,
+    /// The first waker to wake.
+    wake: Option<Waker>,
+    more: Option<Box<MoreWork<C>>>,
     pub(crate) interrupt: bool,
     pub(crate) rearm: bool,
     pub(crate) dispatch: bool,
 }
 
+/// The rarer part of [`Work`].
+pub(crate) struct MoreWork<C> {
+    /// Wakers after the first, in order.
+    pub(crate) wake: Vec<Waker>,
+    pub(crate) establish: Vec<(ConnectionId, Arc<Abort>)>,
+    pub(crate) close: Vec<C>,
+    pub(crate) abort: Vec<Arc<Abort>>,
+}
+
 impl<C> Default for Work<C> {
     fn default() -> Self {
-        // Empty vectors allocate nothing: the fast paths stay allocation-free.
         Work {
-            wake: Wakers::default(),
-            establish: Vec::new(),
-            close: Vec::new(),
-            abort: Vec::new(),
+            wake: None,
+            more: None,
             interrupt: false,
             rearm: false,
             dispatch: false,
@@ -82,27 +92,36 @@ impl<C> Default for Work<C> {
     }
 }
 
-/// The wakers an input leaves to wake. Most inputs wake at most one (a
-/// check-in handing its connection to the oldest waiter): that one is kept
-/// inline, so the hand-off allocates nothing.
-#[derive(Default)]
-pub(crate) struct Wakers {
-    first: Option<Waker>,
-    rest: Vec<Waker>,
-}
+impl<C> Work<C> {
+    fn more(&mut self) -> &mut MoreWork<C> {
+        self.more.get_or_insert_with(|| {
+            Box::new(MoreWork {
+                wake: Vec::new(),
+                establish: Vec::new(),
+                close: Vec::new(),
+                abort: Vec::new(),
+            })
+        })
+    }
 
-impl Wakers {
-    pub(crate) fn push(&mut self, waker: Waker) {
-        match self.first {
-            None => self.first = Some(waker),
-            Some(_) => self.rest.push(waker),
+    /// Wakes `waker` once the lock is released, after the wakers before it.
+    pub(crate) fn wake(&mut self, waker: Waker) {
+        match self.wake {
+            None => self.wake = Some(waker),
+            Some(_) => self.more().wake.push(waker),
         }
     }
 
-    /// Wakes them all, in the order they were pushed.
-    pub(crate) fn wake(self) {
-        let Wakers { first, rest } = self;
-        first.into_iter().chain(rest).for_each(Waker::wake);
+    /// Splits it into the first waker, the rarer part and the flags.
+    pub(crate) fn into_parts(self) -> (Option<Waker>, Option<Box<MoreWork<C>>>, [bool; 3]) {
+        let Work {
+            wake,
+            more,
+            interrupt,
+            rearm,
+            dispatch,
+        } = self;
+        (wake, more, [interrupt, rearm, dispatch])
     }
 }
 
@@ -183,11 +202,11 @@ impl<C> Inner<C> {
                     self.last_issued = self.last_issued.max(Some(id));
                     let abort = Arc::new(Abort::default());
                     self.establishing.insert(id, abort.clone());
-                    work.establish.push((id, abort));
+                    work.more().establish.push((id, abort));
                 }
                 Action::AbortEstablish { id } => {
                     if let Some(abort) = self.establishing.remove(&id) {
-                        work.abort.push(abort);
+                        work.more().abort.push(abort);
                     }
                 }
                 Action::Deliver { waiter, connection } => {
@@ -200,7 +219,7 @@ impl<C> Inner<C> {
                 Action::Close { id, connection, .. } if self.inherited.is_some_and(|last| id <= last) => {
                     std::mem::forget(connection)
                 }
-                Action::Close { connection, .. } => work.close.push(connection),
+                Action::Close { connection, .. } => work.more().close.push(connection),
                 Action::Interrupt { id } => interrupted.push(id),
                 // An action this adapter does not know yet: nothing to do.
                 _ => {}
@@ -231,7 +250,7 @@ impl<C> Inner<C> {
                 match &mut *slot {
                     Slot::Waiting(waker) => {
                         if let Some(waker) = waker.take() {
-                            work.wake.push(waker);
+                            work.wake(waker);
                         }
                         *slot = Slot::Done(outcome);
                         return;

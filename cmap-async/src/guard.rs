@@ -81,7 +81,7 @@ pub struct PooledConnection<M: ManageConnection> {
     conn: Option<Pooled<M::Connection>>,
     pool: Arc<dyn Return<M>>,
     /// Close it instead of pooling it again.
-    pub(crate) broken: bool,
+    broken: bool,
 }
 
 impl<M: ManageConnection> PooledConnection<M> {
@@ -97,10 +97,6 @@ impl<M: ManageConnection> PooledConnection<M> {
         self.conn
             .as_ref()
             .expect("the connection is present until the guard is consumed")
-    }
-
-    pub(crate) fn connection_mut(&mut self) -> &mut M::Connection {
-        self
     }
 
     /// Marks the connection broken: when the guard is dropped it is closed

@@ -3,12 +3,13 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use cmap_core::{Address, PoolOptions, Pooled};
 use event_listener::Event;
 
-use crate::driver::{Inner, Mine, Work};
+use crate::driver::{Inner, Mine, MoreWork, Work};
 use crate::events::EventHub;
 use crate::interrupt::Interrupts;
 use crate::manager::ManageConnection;
@@ -114,25 +115,27 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
 
     /// Carries out what an input drained, outside the lock.
     pub(crate) fn perform(&self, work: Work<M::Connection>) {
-        let Work {
-            wake,
-            establish,
-            close,
-            abort,
-            interrupt,
-            rearm,
-            dispatch,
-        } = work;
-        for (id, abort) in establish {
-            self.spawn_establish(id, abort);
-        }
-        if !close.is_empty() {
-            // Off the caller's path: dropping may mean I/O (a goodbye
-            // message, a TLS close).
-            self.rt.spawn(async move { drop(close) });
-        }
-        for abort in abort {
-            abort.fire();
+        let (first, more, [interrupt, rearm, dispatch]) = work.into_parts();
+        let mut later = Vec::new();
+        if let Some(more) = more {
+            let MoreWork {
+                wake,
+                establish,
+                close,
+                abort,
+            } = *more;
+            later = wake;
+            for (id, abort) in establish {
+                self.spawn_establish(id, abort);
+            }
+            if !close.is_empty() {
+                // Off the caller's path: dropping may mean I/O (a goodbye
+                // message, a TLS close).
+                self.rt.spawn(async move { drop(close) });
+            }
+            for abort in abort {
+                abort.fire();
+            }
         }
         if interrupt {
             self.interrupts.notify();
@@ -150,7 +153,10 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         // not return before its `ConnectionCheckedOut` or
         // `ConnectionCheckOutFailed` (and log message) is out, as the
         // spec emits them before the checkout returns.
-        wake.wake();
+        if let Some(first) = first {
+            first.wake();
+            later.into_iter().for_each(Waker::wake);
+        }
     }
 
     /// Gives back a checked-out connection.

@@ -48,6 +48,8 @@ pub struct State {
     pub resets: AtomicU64,
     /// `check` fails while set.
     pub check_fails: AtomicBool,
+    /// How long `check` takes, in microseconds (0: done at once).
+    pub check_us: AtomicU64,
 }
 
 impl State {
@@ -160,7 +162,14 @@ impl<R: Runtime> ManageConnection for Fake<R> {
     }
 
     fn check(&self, _conn: &mut Conn) -> impl Future<Output = Result<(), FakeError>> + Send {
-        std::future::ready(self.state.check())
+        let us = self.check_us.load(Ordering::SeqCst);
+        let (state, rt) = (self.state.clone(), self.rt.clone());
+        async move {
+            if us > 0 {
+                rt.sleep_until(rt.now() + Duration::from_micros(us)).await;
+            }
+            state.check()
+        }
     }
 
     fn reset(&self, _conn: &mut Conn) -> impl Future<Output = Result<(), FakeError>> + Send {

@@ -73,6 +73,7 @@ macro_rules! pool_scenarios {
             connect_timeout_fails_the_checkout,
             a_slow_reset_runs_in_a_task_before_check_in,
             a_failed_check_discards_the_idle_connection_and_tries_another,
+            a_get_dropped_during_its_check_closes_the_connection,
             min_pool_size_is_kept_in_the_background,
             a_dropped_pool_closes_and_its_tasks_end,
             start_paused_waits_for_ready,

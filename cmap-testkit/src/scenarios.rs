@@ -4,8 +4,10 @@
 //! `#[test]`s for one runtime.
 
 use std::error::Error as _;
+use std::future::Future as _;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use cmap_async::{BuildError, CheckOutError, ConnectTimeoutError, GetError, Pool, PoolState, Runtime};
@@ -452,6 +454,33 @@ pub async fn a_failed_check_discards_the_idle_connection_and_tries_another<
     let c = pool.get().await.unwrap();
     assert_eq!(c.n, 3);
     assert_eq!(pool.stats().returns_bad, 2);
+}
+
+/// A `get()` dropped while its connection is under the manager's check
+/// gives it back marked errored: the connection's state is unknown, so it
+/// is closed, not pooled, and no capacity is lost.
+pub async fn a_get_dropped_during_its_check_closes_the_connection<
+    R: Runtime + Default,
+    T: Runtime + Default,
+>() {
+    let (m, t) = runtimes::<R, T>();
+    let pool = builder().max_pool_size(1).build(m.clone()).unwrap();
+    drop(pool.get().await.unwrap()); // one idle connection
+    m.check_us.store(60_000_000, Ordering::SeqCst);
+    let mut get = Box::pin(pool.get());
+    // One poll: the idle connection is checked out, its check waits.
+    let first = std::future::poll_fn(|cx| Poll::Ready(get.as_mut().poll(cx).is_pending())).await;
+    assert!(first, "the check is still running");
+    assert_eq!(pool.status().in_use, 1);
+    drop(get);
+    assert_eq!(pool.status().in_use, 0);
+    assert_eq!(pool.status().available, 0, "closed, not pooled");
+    assert_eq!(pool.stats().returns_bad, 1);
+    eventually(&t, "closed", || m.alive() == 0).await;
+    // Its capacity is back: the next checkout makes a new connection.
+    m.check_us.store(0, Ordering::SeqCst);
+    let c = pool.get().await.unwrap();
+    assert_eq!(c.n, 2);
 }
 
 /// The background task fills the pool to `minPoolSize`.
