@@ -161,7 +161,12 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
     };
     drop(enter);
     // The timers' wakers may hold this parker; they go with this call.
-    spare.timers.borrow_mut().entries.clear();
+    {
+        let mut timers = spare.timers.borrow_mut();
+        if !timers.entries.is_empty() {
+            timers.entries.clear();
+        }
+    }
     let _ = SPARE.try_with(|s| *s.borrow_mut() = Some(spare));
     output
 }

@@ -3,6 +3,7 @@
 //! and a fork check on every checkout.
 
 use std::fmt;
+use std::pin::pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -121,7 +122,9 @@ impl<M: ManageConnection> Pool<M> {
     /// [`ManageConnection::check`].
     pub fn get(&self) -> Result<PooledConnection<M>, GetError> {
         self.after_fork();
-        block_on(self.inner.get())
+        // Pinned where it is made: the checkout future is large, and
+        // `block_on` then moves only a pointer.
+        block_on(pin!(self.inner.get()))
     }
 
     /// Checks out a connection, blocking at most `timeout` instead of
@@ -133,7 +136,7 @@ impl<M: ManageConnection> Pool<M> {
     /// As [`get`](Self::get).
     pub fn get_timeout(&self, timeout: Duration) -> Result<PooledConnection<M>, GetError> {
         self.after_fork();
-        block_on(self.inner.get_timeout(timeout))
+        block_on(pin!(self.inner.get_timeout(timeout)))
     }
 
     /// Marks the pool ready: see [`cmap_async::Pool::ready`].
