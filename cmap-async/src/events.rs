@@ -100,6 +100,9 @@ pub(crate) struct EventHub {
     /// log messages are on.
     wanted: AtomicBool,
     next_id: AtomicU64,
+    /// Set (under the queue's lock) when events are appended, cleared when
+    /// the delivery loop takes the queue: it looks again only if set.
+    queued: AtomicBool,
 }
 
 /// The queue, locked, for an input to append the events it drains.
@@ -126,7 +129,9 @@ impl EventHub {
     /// Locks the queue; the caller holds the pool's lock (lock order: pool,
     /// then queue; delivery takes only the queue's).
     pub(crate) fn appender(&self) -> Appender<'_> {
-        Appender(lock(&self.queue))
+        let queue = lock(&self.queue);
+        self.queued.store(true, Ordering::Release);
+        Appender(queue)
     }
 
     fn subscribe(&self, change: impl FnOnce(&mut Subscribers, u64)) -> u64 {
@@ -183,6 +188,7 @@ impl EventHub {
         loop {
             {
                 let mut queue = lock(&self.queue);
+                self.queued.store(false, Ordering::Relaxed);
                 if queue.is_empty() {
                     return;
                 }
@@ -203,6 +209,13 @@ impl EventHub {
                 for (_, channel) in &subs.streams {
                     channel.push(event.clone());
                 }
+            }
+            // Events appended since the queue was taken: a callback's own
+            // (its input's dispatch returned at once; they are this loop's
+            // to deliver) or another input's (which also waits for this
+            // turn, so leaving them to it would be correct too).
+            if !self.queued.load(Ordering::Acquire) {
+                return;
             }
         }
     }
