@@ -7,11 +7,13 @@
 //! cargo run --release -p bench -- sweep [--pools cmap-tokio,deadpool] [--m 16] [--t 1,64]
 //! cargo run --release -p bench -- spike
 //! cargo run --release -p bench -- events
+//! cargo run --release -p bench -- cycle
 //! cargo run --release -p bench -- list
 //! ```
 //!
 //! `cargo run --release -p bench -- help` lists the options.
 
+mod cycle;
 mod harness;
 mod pools;
 mod report;
@@ -33,6 +35,7 @@ commands:
   sweep    every pool through check out -> hold -> check in, over M x T
   spike    50 requests at once on a pool pre-warmed to 5 (connect 150 ms, use 2 ms)
   events   cmap-tokio with a subscriber counting every event vs without
+  cycle    ns per uncontended check out + check in, one task, no hold (M = 16)
   all      sweep + spike + events; with --out DIR also writes DIR/benchmarks.md
            (its generated section) and DIR/img/*.svg
   list     the pools
@@ -252,6 +255,20 @@ fn events(o: &Options) -> Vec<report::EventPair> {
     pairs
 }
 
+/// Every selected pool's uncontended cycle, best of `reps` runs, as a
+/// table (reps default to 1: pass `--reps 5` for steadier figures).
+fn cycles(o: &Options) -> String {
+    let mut table = String::from("| pool | ns per cycle (best) | runs |\n| --- | --: | --- |\n");
+    for e in selected(o) {
+        let runs: Vec<f64> = (0..o.reps).map(|_| (e.cycle)(cycle::CYCLES)).collect();
+        let best = runs.iter().copied().fold(f64::INFINITY, f64::min);
+        let all: Vec<String> = runs.iter().map(|r| format!("{r:.0}")).collect();
+        eprintln!("  cycle {:<26} {best:>6.0} ns", e.name);
+        table.push_str(&format!("| {} | {best:.0} | {} |\n", e.name, all.join(", ")));
+    }
+    table
+}
+
 fn run(o: &Options) -> Result<(), String> {
     let began = Instant::now();
     match o.command.as_str() {
@@ -274,6 +291,9 @@ fn run(o: &Options) -> Result<(), String> {
         "events" => {
             let pairs = events(o);
             println!("{}", report::events_table(&pairs));
+        }
+        "cycle" => {
+            println!("{}", cycles(o));
         }
         "all" => {
             eprintln!("sweep");

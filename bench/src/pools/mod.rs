@@ -156,6 +156,8 @@ pub struct Entry {
     pub family: Family,
     pub sweep: fn(&crate::harness::Params) -> crate::harness::Sample,
     pub spike: fn(&crate::spike::SpikeParams) -> crate::spike::SpikeRound,
+    /// Nanoseconds per uncontended cycle (see `cycle.rs`).
+    pub cycle: fn(u64) -> f64,
 }
 
 fn async_entry<P: AsyncPool>() -> Entry {
@@ -164,6 +166,7 @@ fn async_entry<P: AsyncPool>() -> Entry {
         family: Family::Async,
         sweep: crate::harness::sweep_async::<P>,
         spike: crate::spike::spike_async::<P>,
+        cycle: crate::cycle::cycle_async::<P>,
     }
 }
 
@@ -173,6 +176,7 @@ fn blocking_entry<P: BlockingPool>() -> Entry {
         family: Family::Blocking,
         sweep: crate::harness::sweep_blocking::<P>,
         spike: crate::spike::spike_blocking::<P>,
+        cycle: crate::cycle::cycle_blocking::<P>,
     }
 }
 
