@@ -646,6 +646,9 @@ to back).\n\n",
     );
     out.push_str("cargo run --release -p bench -- spike            # the spike scenario only\n");
     out.push_str("cargo run --release -p bench -- events           # the event-path cost only\n");
+    out.push_str(
+        "cargo run --release -p bench -- cycle --reps 5   # ns per uncontended check out + check in\n",
+    );
     out.push_str("cargo run --release -p bench -- help             # every option\n```\n\n");
     let _ = writeln!(
         out,

@@ -104,7 +104,7 @@ impl fmt::Display for ClearCause {
 }
 
 /// The error an operation on an interrupted in-use connection should fail
-/// with (spec: "Connection to <pool address> interrupted due to server
+/// with (spec: "Connection to \<pool address\> interrupted due to server
 /// monitor timeout"). Retryable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("Connection to {address} interrupted due to server monitor timeout")]

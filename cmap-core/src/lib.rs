@@ -26,7 +26,10 @@
 //!   [`poll_output`](Pool::poll_output) until `None` and carries out each
 //!   [`Action`] (start establishing, deliver to or fail a waiter, close or
 //!   interrupt a connection) and delivers each [`Event`], in order and
-//!   outside the lock.
+//!   outside the lock. A driver that waits for its checkouts itself can
+//!   use [`handle_check_out_direct`](Pool::handle_check_out_direct): a
+//!   checkout served at once returns its connection there, with no
+//!   `Deliver` to drain.
 //! - **Timers** — keeps one sleep until [`poll_timeout`](Pool::poll_timeout)
 //!   and calls `handle_timeout(now)` with the clock's time (not the deadline)
 //!   when it fires. Spurious or late calls are harmless; time never runs
