@@ -64,8 +64,8 @@ pub(crate) struct Inner<C> {
 /// common input builds and drops no vector.
 pub(crate) struct Work<C> {
     /// The first waker to wake.
-    wake: Option<Waker>,
-    more: Option<Box<MoreWork<C>>>,
+    pub(crate) wake: Option<Waker>,
+    pub(crate) more: Option<Box<MoreWork<C>>>,
     pub(crate) interrupt: bool,
     pub(crate) rearm: bool,
     pub(crate) dispatch: bool,
@@ -110,18 +110,6 @@ impl<C> Work<C> {
             None => self.wake = Some(waker),
             Some(_) => self.more().wake.push(waker),
         }
-    }
-
-    /// Splits it into the first waker, the rarer part and the flags.
-    pub(crate) fn into_parts(self) -> (Option<Waker>, Option<Box<MoreWork<C>>>, [bool; 3]) {
-        let Work {
-            wake,
-            more,
-            interrupt,
-            rearm,
-            dispatch,
-        } = self;
-        (wake, more, [interrupt, rearm, dispatch])
     }
 }
 

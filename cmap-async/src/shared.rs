@@ -115,7 +115,13 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
 
     /// Carries out what an input drained, outside the lock.
     pub(crate) fn perform(&self, work: Work<M::Connection>) {
-        let (first, more, [interrupt, rearm, dispatch]) = work.into_parts();
+        let Work {
+            wake: first,
+            more,
+            interrupt,
+            rearm,
+            dispatch,
+        } = work;
         let mut later = Vec::new();
         if let Some(more) = more {
             let MoreWork {

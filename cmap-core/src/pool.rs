@@ -181,14 +181,10 @@ impl<C> Pool<C> {
                 let passed = deadline.is_some_and(|d| d < self.now);
                 if self.queue.is_empty() && !passed {
                     if let Some(available) = self.take_available() {
-                        let connection = self.hand_out(started_at, available);
                         return match serve {
-                            Serve::Directly => CheckOut::Ready(connection),
+                            Serve::Directly => CheckOut::Ready(self.hand_out(started_at, available)),
                             Serve::ByAction => {
-                                self.push_action(Action::Deliver {
-                                    waiter: id,
-                                    connection,
-                                });
+                                self.deliver(id, started_at, available);
                                 CheckOut::Later(id)
                             }
                         };
