@@ -1,37 +1,74 @@
 //! The endpoint a pool is for.
 
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 /// The address of the endpoint a pool serves: a host name, IP address or
-/// Unix socket path, and a port where there is one. Cheap to clone, since
-/// every event carries it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// Unix socket path, and a port where there is one.
+///
+/// Every event carries one, so cloning it must be cheap for every thread
+/// at once: a host of up to 22 bytes (most host names and IPv4
+/// addresses) is kept inline and cloned by copying, with no shared
+/// reference count for concurrent events to contend on; a longer one is
+/// shared.
+#[derive(Clone)]
 pub struct Address {
-    host: Arc<str>,
+    host: Host,
     port: Option<u16>,
+}
+
+/// The longest host kept inline in an [`Address`].
+const INLINE_HOST: usize = 22;
+
+#[derive(Clone)]
+enum Host {
+    Inline { len: u8, bytes: [u8; INLINE_HOST] },
+    Shared(Arc<str>),
+}
+
+impl Host {
+    fn new(host: &str) -> Host {
+        match u8::try_from(host.len()) {
+            Ok(len) if host.len() <= INLINE_HOST => {
+                let mut bytes = [0; INLINE_HOST];
+                bytes[..host.len()].copy_from_slice(host.as_bytes());
+                Host::Inline { len, bytes }
+            }
+            _ => Host::Shared(host.into()),
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        match self {
+            Host::Inline { len, bytes } => {
+                std::str::from_utf8(&bytes[..usize::from(*len)]).expect("the bytes of a whole str, copied")
+            }
+            Host::Shared(host) => host,
+        }
+    }
 }
 
 impl Address {
     /// An address with a port (`host:port`).
-    pub fn new(host: impl Into<Arc<str>>, port: u16) -> Address {
+    pub fn new(host: impl AsRef<str>, port: u16) -> Address {
         Address {
-            host: host.into(),
+            host: Host::new(host.as_ref()),
             port: Some(port),
         }
     }
 
     /// An address with no port, such as a Unix domain socket path.
-    pub fn unix(path: impl Into<Arc<str>>) -> Address {
+    pub fn unix(path: impl AsRef<str>) -> Address {
         Address {
-            host: path.into(),
+            host: Host::new(path.as_ref()),
             port: None,
         }
     }
 
     /// The host name, IP address or socket path (`serverHost` in logs).
     pub fn host(&self) -> &str {
-        &self.host
+        self.host.as_str()
     }
 
     /// The port, when there is one (`serverPort` in logs).
@@ -40,11 +77,35 @@ impl Address {
     }
 }
 
+impl PartialEq for Address {
+    fn eq(&self, other: &Address) -> bool {
+        self.port == other.port && self.host() == other.host()
+    }
+}
+
+impl Eq for Address {}
+
+impl Hash for Address {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.host().hash(state);
+        self.port.hash(state);
+    }
+}
+
+impl fmt::Debug for Address {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Address")
+            .field("host", &self.host())
+            .field("port", &self.port)
+            .finish()
+    }
+}
+
 impl fmt::Display for Address {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.port {
-            Some(port) => write!(f, "{}:{}", self.host, port),
-            None => f.write_str(&self.host),
+            Some(port) => write!(f, "{}:{}", self.host(), port),
+            None => f.write_str(self.host()),
         }
     }
 }
@@ -82,5 +143,30 @@ mod tests {
             (None, "/tmp/mongodb-27017.sock")
         );
         assert!("h:notaport".parse::<Address>().is_err());
+    }
+
+    #[test]
+    fn short_and_long_hosts_read_back_and_compare_by_value() {
+        let longest_inline = "a".repeat(INLINE_HOST);
+        let shared = "b".repeat(INLINE_HOST + 1);
+        for host in ["", "localhost", "é.example", &longest_inline, &shared] {
+            let a = Address::new(host, 1);
+            assert_eq!(a.host(), host);
+            assert_eq!(a.clone(), Address::new(Arc::<str>::from(host), 1));
+            assert_ne!(a, Address::new(host, 2));
+            assert_ne!(a, Address::unix(host));
+        }
+        assert!(matches!(
+            Address::new(&longest_inline, 1).host,
+            Host::Inline { .. }
+        ));
+        assert!(matches!(Address::new(&shared, 1).host, Host::Shared(_)));
+        let hash = |a: &Address| {
+            use std::collections::hash_map::DefaultHasher;
+            let mut h = DefaultHasher::new();
+            a.hash(&mut h);
+            h.finish()
+        };
+        assert_eq!(hash(&Address::new("db", 5432)), hash(&"db:5432".parse().unwrap()));
     }
 }
