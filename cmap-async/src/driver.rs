@@ -14,7 +14,7 @@ use std::time::Instant;
 use cmap_core::{Action, CheckOutError, ConnectionId, Output, Pool as Core, Pooled, WaiterId};
 
 use crate::establish::Abort;
-use crate::events::{Appender, EventHub};
+use crate::events::{EventHub, Outbox};
 use crate::id_map::IdMap;
 use crate::interrupt::Interrupts;
 
@@ -62,13 +62,14 @@ pub(crate) struct Inner<C> {
 /// (a check-in handing its connection to the oldest waiter): that much is
 /// kept inline, and everything rarer in a box built on first use, so the
 /// common input builds and drops no vector.
-pub(crate) struct Work<C> {
+pub(crate) struct Work<'a, C> {
     /// The first waker to wake.
     pub(crate) wake: Option<Waker>,
     pub(crate) more: Option<Box<MoreWork<C>>>,
     pub(crate) interrupt: bool,
     pub(crate) rearm: bool,
-    pub(crate) dispatch: bool,
+    /// The events drained, to deliver.
+    pub(crate) events: Outbox<'a>,
 }
 
 /// The rarer part of [`Work`].
@@ -80,19 +81,19 @@ pub(crate) struct MoreWork<C> {
     pub(crate) abort: Vec<Arc<Abort>>,
 }
 
-impl<C> Default for Work<C> {
+impl<C> Default for Work<'_, C> {
     fn default() -> Self {
         Work {
             wake: None,
             more: None,
             interrupt: false,
             rearm: false,
-            dispatch: false,
+            events: Outbox::Empty,
         }
     }
 }
 
-impl<C> Work<C> {
+impl<C> Work<'_, C> {
     fn more(&mut self) -> &mut MoreWork<C> {
         self.more.get_or_insert_with(|| {
             Box::new(MoreWork {
@@ -157,16 +158,15 @@ impl<C> Inner<C> {
     /// Drains at most `limit` outputs into `work`; returns whether more
     /// are left. Completes waiters' slots and records interruptions here,
     /// under the lock, so that no later input can overtake them.
-    pub(crate) fn drain(
+    pub(crate) fn drain<'a>(
         &mut self,
         now: Instant,
-        hub: &EventHub,
+        hub: &'a EventHub,
         interrupts: &Interrupts,
-        work: &mut Work<C>,
+        work: &mut Work<'a, C>,
         mine: &mut Mine<C>,
         limit: usize,
     ) -> bool {
-        let mut events: Option<Appender<'_>> = None;
         let mut interrupted = Vec::new();
         let mut drained = 0;
         let more = loop {
@@ -179,8 +179,7 @@ impl<C> Inner<C> {
             drained += 1;
             let action = match output {
                 Output::Event(event) => {
-                    events.get_or_insert_with(|| hub.appender()).push(event);
-                    work.dispatch = true;
+                    work.events.push(hub, event);
                     continue;
                 }
                 Output::Action(action) => action,
@@ -213,6 +212,7 @@ impl<C> Inner<C> {
                 _ => {}
             }
         };
+        work.events.seal();
         if !interrupted.is_empty() {
             interrupts.insert(&interrupted);
             work.interrupt = true;
@@ -225,7 +225,7 @@ impl<C> Inner<C> {
         now: Instant,
         waiter: WaiterId,
         outcome: Result<Pooled<C>, CheckOutError>,
-        work: &mut Work<C>,
+        work: &mut Work<'_, C>,
         mine: &mut Mine<C>,
     ) {
         if mine.id == Some(waiter) {
@@ -269,7 +269,7 @@ impl<C> Inner<C> {
 
     /// Wakes the timer task when the core's deadline moved earlier than the
     /// one it sleeps until.
-    pub(crate) fn rearm(&mut self, work: &mut Work<C>) {
+    pub(crate) fn rearm(&mut self, work: &mut Work<'_, C>) {
         if let Some(next) = self.core.poll_timeout() {
             if self.armed.is_none_or(|armed| next < armed) {
                 self.armed = Some(next);

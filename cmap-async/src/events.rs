@@ -1,25 +1,32 @@
 //! Event delivery: callbacks and streams, in the core's order, outside the
 //! pool's lock.
 //!
-//! Inputs append the core's events to one queue while they still hold the
-//! pool's lock, so the queue is in the core's order. Delivering happens
-//! after the lock is released, under a second lock (the delivery turn)
-//! that only one thread holds at a time: it empties the queue, oldest
-//! first. Concurrent inputs therefore never reorder deliveries, and an
-//! input returns only once its own events are delivered (by itself or by
-//! the thread that held the turn), so after `close()` returns the
-//! `ConnectionPoolClosed` callback has run. A callback may call into the
-//! pool: its events are delivered by the loop already running on that
-//! thread, after the current one, never recursively.
+//! Delivering is one thread's turn at a time (a second lock, the delivery
+//! turn), so concurrent inputs never reorder deliveries. An input drains
+//! its events while it holds the pool's lock, into an [`Outbox`]:
+//!
+//! - if the turn is free, the input takes it there and then (a `try_lock`,
+//!   which never waits under the pool's lock), puts any events still
+//!   queued before its own, and delivers them all once the pool's lock is
+//!   released: one lock taken per input, the turn;
+//! - otherwise another thread is delivering: the input appends its events
+//!   to the queue and, after releasing the pool's lock, waits for the turn.
+//!   The deliverer empties the queue before it lets the turn go, so when the
+//!   waiting input gets it, its events are out.
+//!
+//! Either way an input returns only once its own events are delivered, so
+//! after `close()` returns the `ConnectionPoolClosed` callback has run. A
+//! callback may call into the pool: its events are queued and delivered by
+//! the loop already running on that thread, after the current one, never
+//! recursively.
 //!
 //! With no subscriber and DEBUG logging off for [`LOG_TARGET`](crate::LOG_TARGET),
 //! the pool tells the core not to build events at all.
 
-use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError, Weak};
 use std::task::{Context, Poll, Waker};
 
 use cmap_core::Event;
@@ -33,32 +40,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 thread_local! {
-    /// The hubs this thread is delivering for (a callback may call into
-    /// its pool, or into another pool).
-    static DELIVERING: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+    /// Its address tells this thread from the others (see
+    /// [`EventHub::deliverer`]).
+    static THREAD_MARK: u8 = const { 0 };
 }
 
-/// Marks this thread as delivering for one hub until dropped (even by a
-/// panicking callback).
-struct Delivering(usize);
-
-impl Delivering {
-    fn enter(key: usize) -> Option<Delivering> {
-        DELIVERING.with(|d| {
-            let mut d = d.borrow_mut();
-            if d.contains(&key) {
-                return None;
-            }
-            d.push(key);
-            Some(Delivering(key))
-        })
-    }
-}
-
-impl Drop for Delivering {
-    fn drop(&mut self) {
-        DELIVERING.with(|d| d.borrow_mut().retain(|k| *k != self.0));
-    }
+/// A number unique to this thread among the live ones, never 0.
+fn this_thread() -> usize {
+    THREAD_MARK.with(|mark| mark as *const u8 as usize)
 }
 
 /// The subscribers, replaced as a whole when one comes or goes, so a
@@ -80,7 +69,7 @@ impl Subscribers {
 /// changed.
 #[derive(Default)]
 struct Turn {
-    /// The batch being delivered; its buffer swaps with the queue's.
+    /// The events being delivered, oldest first.
     batch: Vec<Event>,
     /// The subscribers as of `version`.
     subscribers: Arc<Subscribers>,
@@ -90,9 +79,15 @@ struct Turn {
 /// The event queue and subscribers of one pool.
 #[derive(Default)]
 pub(crate) struct EventHub {
+    /// Events of inputs that found the turn taken; appended under the
+    /// pool's lock (lock order: pool, then queue).
     queue: Mutex<Vec<Event>>,
-    /// Held while delivering: one thread at a time, in queue order.
+    /// Held while delivering: one thread at a time, in the core's order.
     turn: Mutex<Turn>,
+    /// The thread holding the turn ([`this_thread`]; 0: none), so that an
+    /// input made by one of its callbacks does not wait for the turn its
+    /// own thread holds.
+    deliverer: AtomicUsize,
     subscribers: Mutex<Arc<Subscribers>>,
     /// Bumped, under the `subscribers` lock, whenever they change.
     version: AtomicU64,
@@ -101,16 +96,130 @@ pub(crate) struct EventHub {
     wanted: AtomicBool,
     next_id: AtomicU64,
     /// Set (under the queue's lock) when events are appended, cleared when
-    /// the delivery loop takes the queue: it looks again only if set.
+    /// the deliverer takes the queue: it looks at the queue only if set.
     queued: AtomicBool,
 }
 
-/// The queue, locked, for an input to append the events it drains.
-pub(crate) struct Appender<'a>(MutexGuard<'a, Vec<Event>>);
+/// The events one input drains, on their way to the subscribers.
+#[derive(Default)]
+pub(crate) enum Outbox<'a> {
+    /// None yet.
+    #[default]
+    Empty,
+    /// The input holds the turn: its events wait in the turn's batch.
+    Held(HeldTurn<'a>),
+    /// Another thread holds the turn (or a delivery loop lower on this
+    /// thread's stack): the events go to the queue, locked meanwhile.
+    Appending(&'a EventHub, MutexGuard<'a, Vec<Event>>),
+    /// Appended, the queue unlocked.
+    Queued(&'a EventHub),
+}
 
-impl Appender<'_> {
-    pub(crate) fn push(&mut self, event: Event) {
-        self.0.push(event);
+impl<'a> Outbox<'a> {
+    /// Adds one event; the caller holds the pool's lock.
+    pub(crate) fn push(&mut self, hub: &'a EventHub, event: Event) {
+        match self {
+            Outbox::Held(held) => held.turn.batch.push(event),
+            Outbox::Appending(_, queue) => queue.push(event),
+            Outbox::Empty | Outbox::Queued(_) => {
+                *self = hub.open();
+                self.push(hub, event);
+            }
+        }
+    }
+
+    /// Unlocks the queue, if this input appended to it; called before the
+    /// pool's lock is released.
+    pub(crate) fn seal(&mut self) {
+        if let Outbox::Appending(hub, _) = self {
+            *self = Outbox::Queued(hub);
+        }
+    }
+
+    /// Delivers the input's events (and any queued before them): returns
+    /// once they are out. Called after the pool's lock is released.
+    pub(crate) fn deliver(self) {
+        match self {
+            Outbox::Empty => {}
+            Outbox::Held(held) => held.deliver(),
+            Outbox::Appending(hub, queue) => {
+                drop(queue);
+                hub.wait_turn_and_deliver();
+            }
+            Outbox::Queued(hub) => hub.wait_turn_and_deliver(),
+        }
+    }
+}
+
+/// The delivery turn, held by this thread.
+pub(crate) struct HeldTurn<'a> {
+    hub: &'a EventHub,
+    turn: MutexGuard<'a, Turn>,
+}
+
+impl Drop for HeldTurn<'_> {
+    fn drop(&mut self) {
+        // Before the turn's lock is released (fields drop after this).
+        self.hub.deliverer.store(0, Ordering::Relaxed);
+    }
+}
+
+impl HeldTurn<'_> {
+    /// Moves the queued events to the end of the batch; returns whether
+    /// there were any.
+    fn take_queue(&mut self) -> bool {
+        if !self.hub.queued.load(Ordering::Acquire) {
+            return false;
+        }
+        let mut queue = lock(&self.hub.queue);
+        self.hub.queued.store(false, Ordering::Relaxed);
+        if self.turn.batch.is_empty() {
+            // The emptied buffer of the last batch becomes the queue.
+            std::mem::swap(&mut *queue, &mut self.turn.batch);
+        } else {
+            self.turn.batch.append(&mut queue);
+        }
+        !self.turn.batch.is_empty()
+    }
+
+    /// Delivers the batch, then whatever was queued meanwhile (a callback's
+    /// own events, or those of inputs waiting for the turn), until none is
+    /// left.
+    fn deliver(mut self) {
+        // A panicking callback poisons the turn (and loses the rest of its
+        // batch); delivery goes on with the next input.
+        loop {
+            self.deliver_batch();
+            if !self.take_queue() {
+                return;
+            }
+        }
+    }
+
+    fn deliver_batch(&mut self) {
+        let hub = self.hub;
+        let turn = &mut *self.turn;
+        if turn.batch.is_empty() {
+            return;
+        }
+        let version = hub.version.load(Ordering::SeqCst);
+        if version != turn.version {
+            turn.subscribers = lock(&hub.subscribers).clone();
+            turn.version = version;
+        }
+        let subs = &*turn.subscribers;
+        let log = logging::enabled();
+        for event in turn.batch.drain(..) {
+            if log {
+                logging::log_event(&event);
+            }
+            for (_, callback) in &subs.callbacks {
+                callback(&event);
+            }
+            for (_, channel) in &subs.streams {
+                channel.push(event.clone());
+            }
+        }
     }
 }
 
@@ -126,12 +235,41 @@ impl EventHub {
             .store(subscribed || logging::enabled(), Ordering::Relaxed);
     }
 
-    /// Locks the queue; the caller holds the pool's lock (lock order: pool,
-    /// then queue; delivery takes only the queue's).
-    pub(crate) fn appender(&self) -> Appender<'_> {
-        let queue = lock(&self.queue);
-        self.queued.store(true, Ordering::Release);
-        Appender(queue)
+    /// Where an input's first event goes; the caller holds the pool's lock,
+    /// so no other input appends meanwhile.
+    fn open(&self) -> Outbox<'_> {
+        let turn = match self.turn.try_lock() {
+            Ok(turn) => turn,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                let queue = lock(&self.queue);
+                self.queued.store(true, Ordering::Release);
+                return Outbox::Appending(self, queue);
+            }
+        };
+        let mut held = self.hold(turn);
+        // Events of inputs that found the turn taken, and wait for it now,
+        // go first.
+        held.take_queue();
+        Outbox::Held(held)
+    }
+
+    fn hold<'a>(&'a self, turn: MutexGuard<'a, Turn>) -> HeldTurn<'a> {
+        self.deliverer.store(this_thread(), Ordering::Relaxed);
+        HeldTurn { hub: self, turn }
+    }
+
+    /// Waits for the turn and delivers what is queued: once it has it, the
+    /// events queued before the call are out. Inside a callback of this
+    /// pool it returns at once: the loop running below it delivers them.
+    fn wait_turn_and_deliver(&self) {
+        if self.deliverer.load(Ordering::Relaxed) == this_thread() {
+            return;
+        }
+        let mut held = self.hold(lock(&self.turn));
+        if held.take_queue() {
+            held.deliver();
+        }
     }
 
     fn subscribe(&self, change: impl FnOnce(&mut Subscribers, u64)) -> u64 {
@@ -172,52 +310,6 @@ impl EventHub {
             self.version.fetch_add(1, Ordering::SeqCst);
         }
         self.refresh();
-    }
-
-    /// Delivers the queued events, oldest first, and returns once the
-    /// events queued before the call are delivered. Inside a callback of
-    /// this pool it returns at once: the loop running below it delivers.
-    pub(crate) fn dispatch(&self) {
-        let Some(_delivering) = Delivering::enter(self as *const EventHub as usize) else {
-            return;
-        };
-        // A panicking callback poisons the turn (and loses the rest of its
-        // batch); delivery goes on with the next input.
-        let mut turn = lock(&self.turn);
-        let turn = &mut *turn;
-        loop {
-            {
-                let mut queue = lock(&self.queue);
-                self.queued.store(false, Ordering::Relaxed);
-                if queue.is_empty() {
-                    return;
-                }
-                // The emptied buffer of the last batch becomes the queue.
-                std::mem::swap(&mut *queue, &mut turn.batch);
-            }
-            let version = self.version.load(Ordering::SeqCst);
-            if version != turn.version {
-                turn.subscribers = lock(&self.subscribers).clone();
-                turn.version = version;
-            }
-            let subs = &*turn.subscribers;
-            for event in turn.batch.drain(..) {
-                logging::log_event(&event);
-                for (_, callback) in &subs.callbacks {
-                    callback(&event);
-                }
-                for (_, channel) in &subs.streams {
-                    channel.push(event.clone());
-                }
-            }
-            // Events appended since the queue was taken: a callback's own
-            // (its input's dispatch returned at once; they are this loop's
-            // to deliver) or another input's (which also waits for this
-            // turn, so leaving them to it would be correct too).
-            if !self.queued.load(Ordering::Acquire) {
-                return;
-            }
-        }
     }
 }
 
@@ -358,5 +450,53 @@ impl std::fmt::Debug for EventStream {
         f.debug_struct("EventStream")
             .field("id", &self.id)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use cmap_core::{Address, ConnectionId};
+
+    use super::*;
+
+    fn checked_in(n: u64) -> Event {
+        Event::ConnectionCheckedIn {
+            address: Address::new("h", 1),
+            connection_id: ConnectionId(n),
+        }
+    }
+
+    /// A hub whose one callback records the connection ids it sees.
+    fn recording() -> (Arc<EventHub>, Arc<Mutex<Vec<u64>>>) {
+        let hub = Arc::new(EventHub::default());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let _ = hub.on_event(Arc::new(move |e: &Event| {
+            log.lock().unwrap().push(e.connection_id().unwrap().0)
+        }));
+        (hub, seen)
+    }
+
+    #[test]
+    fn an_input_that_takes_the_turn_delivers_what_was_queued_before_its_own_events() {
+        let (hub, seen) = recording();
+        // Input 1 takes the turn; input 2 finds it taken and queues.
+        let mut first = Outbox::default();
+        first.push(&hub, checked_in(1));
+        let mut second = Outbox::default();
+        second.push(&hub, checked_in(2));
+        second.seal();
+        assert!(matches!(second, Outbox::Queued(_)));
+        // The turn is let go before anything was delivered (as if its
+        // holder looked at the queue just before input 2 appended).
+        drop(first);
+        // Input 3 takes the free turn: 1 and 2 go out before it.
+        let mut third = Outbox::default();
+        third.push(&hub, checked_in(3));
+        third.deliver();
+        assert_eq!(*seen.lock().unwrap(), [1, 2, 3]);
+        // Input 2 gets the turn with nothing left to deliver.
+        second.deliver();
+        assert_eq!(*seen.lock().unwrap(), [1, 2, 3]);
     }
 }

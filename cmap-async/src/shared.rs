@@ -84,11 +84,11 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
 
     /// Ends an input under the lock: drains at most `limit` outputs and
     /// re-arms the timer. Returns whether outputs are left.
-    pub(crate) fn finish(
-        &self,
+    pub(crate) fn finish<'a>(
+        &'a self,
         inner: &mut Inner<M::Connection>,
         now: Instant,
-        work: &mut Work<M::Connection>,
+        work: &mut Work<'a, M::Connection>,
         mine: &mut Mine<M::Connection>,
         limit: usize,
     ) -> bool {
@@ -114,13 +114,13 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     }
 
     /// Carries out what an input drained, outside the lock.
-    pub(crate) fn perform(&self, work: Work<M::Connection>) {
+    pub(crate) fn perform(&self, work: Work<'_, M::Connection>) {
         let Work {
             wake: first,
             more,
             interrupt,
             rearm,
-            dispatch,
+            events,
         } = work;
         let mut later = Vec::new();
         if let Some(more) = more {
@@ -152,9 +152,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
             // notification meant for the live timer task.
             self.timer.notify_additional(1);
         }
-        if dispatch {
-            self.events.dispatch();
-        }
+        events.deliver();
         // After the events: a checkout served or failed by this input must
         // not return before its `ConnectionCheckedOut` or
         // `ConnectionCheckOutFailed` (and log message) is out, as the

@@ -10,7 +10,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use cmap_async::{BuildError, CheckOutError, ConnectTimeoutError, GetError, Pool, PoolState, Runtime};
+use cmap_async::{
+    BuildError, CheckOutError, ConnectTimeoutError, ConnectionId, GetError, Pool, PoolState, Runtime,
+};
 
 use crate::rt::{eventually, next, sleep, spawn, timeout};
 use crate::{builder, Fake, FakeError, FakePool, Names};
@@ -550,11 +552,23 @@ pub async fn a_zero_timeout_takes_an_available_connection_or_fails_at_once<
     drop(held);
 }
 
-/// Concurrent inputs never reorder a connection's events.
+/// Concurrent inputs never reorder a connection's events, and each input
+/// returns only once its own events are delivered (whichever thread
+/// delivered them).
 pub async fn concurrent_inputs_never_reorder_events<R: Runtime + Default, T: Runtime + Default>() {
     use std::collections::BTreeMap;
+    type Log = Arc<Mutex<Vec<(&'static str, Option<ConnectionId>)>>>;
+    /// Where the latest event about `id` is, and its name.
+    fn latest(log: &Log, id: ConnectionId) -> Option<(usize, &'static str)> {
+        let log = log.lock().unwrap();
+        log.iter()
+            .enumerate()
+            .rev()
+            .find(|(_, (_, of))| *of == Some(id))
+            .map(|(at, (name, _))| (at, *name))
+    }
     let (m, t) = runtimes::<R, T>();
-    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen: Log = Arc::default();
     let log = seen.clone();
     let pool = builder()
         .max_pool_size(3)
@@ -568,10 +582,20 @@ pub async fn concurrent_inputs_never_reorder_events<R: Runtime + Default, T: Run
     let tasks: Vec<_> = (0..8)
         .map(|_| {
             let pool = pool.clone();
+            let seen = seen.clone();
             spawn(&t, async move {
                 for _ in 0..300 {
                     let c = pool.get().await.unwrap();
+                    let id = c.connection_id();
+                    // Nobody else can use it while it is lent to us.
+                    let (out_at, name) = latest(&seen, id).expect("its events are out");
+                    assert_eq!(name, "ConnectionCheckedOut", "connection {id}");
                     drop(c);
+                    let came_back = {
+                        let log = seen.lock().unwrap();
+                        log[out_at + 1..].contains(&("ConnectionCheckedIn", Some(id)))
+                    };
+                    assert!(came_back, "the check-in of {id} was out before drop returned");
                 }
             })
         })
