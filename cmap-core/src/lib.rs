@@ -29,7 +29,9 @@
 //!   outside the lock. A driver that waits for its checkouts itself can
 //!   use [`handle_check_out_direct`](Pool::handle_check_out_direct): a
 //!   checkout served at once returns its connection there, with no
-//!   `Deliver` to drain.
+//!   `Deliver` to drain. One that delivers events on a path of their own
+//!   can [keep them apart](Pool::set_events_apart) and take each input's
+//!   events in one swap with [`take_events`](Pool::take_events).
 //! - **Timers** — keeps one sleep until [`poll_timeout`](Pool::poll_timeout)
 //!   and calls `handle_timeout(now)` with the clock's time (not the deadline)
 //!   when it fires. Spurious or late calls are harmless; time never runs

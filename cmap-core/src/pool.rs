@@ -69,6 +69,9 @@ pub struct Pool<C> {
     pub(crate) next_waiter_id: u64,
     out: VecDeque<Output<C>>,
     events_enabled: bool,
+    /// Events kept out of `out`, for [`Pool::take_events`].
+    events_apart: bool,
+    apart: Vec<Event>,
     pub(crate) now: Instant,
     pub(crate) next_run: Option<Instant>,
     clear_cause: ClearCause,
@@ -117,6 +120,8 @@ impl<C> Pool<C> {
             next_waiter_id: 1,
             out: VecDeque::with_capacity(16),
             events_enabled: true,
+            events_apart: false,
+            apart: Vec::new(),
             now,
             next_run,
             clear_cause: ClearCause::NeverReady,
@@ -479,6 +484,48 @@ impl<C> Pool<C> {
         self.events_enabled = enabled;
     }
 
+    /// Keeps events apart from actions: `poll_output` then yields only
+    /// actions, and the events wait, in order, for [`Pool::take_events`],
+    /// which takes them all at once. For a driver that delivers events on
+    /// their own path anyway (after the actions of an input are recorded),
+    /// this spares moving each event through the shared stream. Events
+    /// already pending move with the switch.
+    pub fn set_events_apart(&mut self, apart: bool) {
+        if apart == self.events_apart {
+            return;
+        }
+        self.events_apart = apart;
+        if apart {
+            let mut rest = VecDeque::with_capacity(self.out.len());
+            for output in self.out.drain(..) {
+                match output {
+                    Output::Event(event) => self.apart.push(event),
+                    action => rest.push_back(action),
+                }
+            }
+            self.out = rest;
+        } else {
+            self.out.extend(self.apart.drain(..).map(Output::Event));
+        }
+    }
+
+    /// How many events wait for [`Pool::take_events`].
+    pub fn pending_events(&self) -> usize {
+        self.apart.len()
+    }
+
+    /// Appends the events kept apart (see [`Pool::set_events_apart`]) to
+    /// `into`, oldest first. When `into` is empty the two buffers are
+    /// swapped: no event is moved, and both keep their capacity for the
+    /// next input.
+    pub fn take_events(&mut self, into: &mut Vec<Event>) {
+        if into.is_empty() {
+            std::mem::swap(&mut self.apart, into);
+        } else {
+            into.append(&mut self.apart);
+        }
+    }
+
     /// The pool's address.
     pub fn address(&self) -> &Address {
         &self.address
@@ -551,13 +598,17 @@ impl<C> Pool<C> {
     pub(crate) fn emit(&mut self, make: impl FnOnce(&Self) -> Event) {
         if self.events_enabled {
             let event = make(self);
-            self.out.push_back(Output::Event(event));
+            self.push_event(event);
         }
     }
 
     /// Queues an event whether or not events are enabled.
     pub(crate) fn push_event(&mut self, event: Event) {
-        self.out.push_back(Output::Event(event));
+        if self.events_apart {
+            self.apart.push(event);
+        } else {
+            self.out.push_back(Output::Event(event));
+        }
     }
 
     pub(crate) fn push_action(&mut self, action: Action<C>) {

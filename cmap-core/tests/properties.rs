@@ -338,6 +338,8 @@ struct Sim {
     other: Pool<Conn>,
     opts: Opts,
     events: bool,
+    /// Events are taken with `take_events`, apart from the actions.
+    apart: bool,
     wait_queue_timeout: Option<Duration>,
     t0: Instant,
     /// The driver's clock.
@@ -382,13 +384,15 @@ struct Sim {
 }
 
 impl Sim {
-    fn new(opts: &Opts, t0: Instant, events: bool, record: bool) -> Result<Sim, String> {
+    fn new(opts: &Opts, t0: Instant, mode: Events, record: bool) -> Result<Sim, String> {
         let options = opts.build();
         let wait_queue_timeout = options.wait_queue_timeout();
         let mut pool = Pool::new(t0, "test:27017".parse().unwrap(), options);
+        let events = mode != Events::Off;
         pool.set_events_enabled(events);
         let created = std::iter::from_fn(|| pool.poll_output()).count();
         ensure!(created <= 1, "a new pool emits only PoolCreated");
+        pool.set_events_apart(mode == Events::Apart);
         let mut other = Pool::new(t0, "other:27017".parse().unwrap(), PoolOptions::default());
         while other.poll_output().is_some() {}
         let mut sim = Sim {
@@ -396,6 +400,7 @@ impl Sim {
             other,
             opts: opts.clone(),
             events,
+            apart: mode == Events::Apart,
             wait_queue_timeout,
             t0,
             wall: t0,
@@ -858,7 +863,21 @@ impl Sim {
     // ----- outputs ----------------------------------------------------------
 
     fn drain(&mut self) -> Result<(), String> {
+        if self.apart {
+            // This input's events first, then its actions.
+            let mut events = Vec::new();
+            self.pool.take_events(&mut events);
+            ensure!(self.pool.pending_events() == 0, "events left behind");
+            for e in events {
+                self.log(|| format!("{:?}", Output::<Conn>::Event(e.clone())));
+                self.on_event(&e)?;
+            }
+        }
         while let Some(out) = self.pool.poll_output() {
+            ensure!(
+                !(self.apart && matches!(out, Output::Event(_))),
+                "an event in the stream while events are kept apart: {out:?}"
+            );
             self.log(|| format!("{out:?}"));
             match out {
                 Output::Event(e) => self.on_event(&e)?,
@@ -877,8 +896,11 @@ impl Sim {
                     "Establish {id} after {} (ids are 1, 2, 3...)",
                     self.conns.len()
                 );
+                // Right after its ConnectionCreated; with events apart, the
+                // input's events all come before its actions.
+                let created = self.ev_conns.len() as u64;
                 ensure!(
-                    !self.events || self.ev_conns.len() as u64 == id,
+                    !self.events || created == id || (self.apart && created > id),
                     "Establish {id} without its ConnectionCreated"
                 );
                 let total = self.pending.len() + self.pooled + self.held_live;
@@ -1249,9 +1271,20 @@ impl Sim {
     }
 }
 
+/// How the simulated driver gets events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Events {
+    /// Not built.
+    Off,
+    /// In the output stream, among the actions.
+    Merged,
+    /// Kept apart, taken after each input with `take_events`.
+    Apart,
+}
+
 /// Runs `cmds`, checking after every step; the error names the step.
-fn run(opts: &Opts, cmds: &[Cmd], t0: Instant, events: bool, record: bool) -> Result<Sim, String> {
-    let mut sim = Sim::new(opts, t0, events, record)?;
+fn run(opts: &Opts, cmds: &[Cmd], t0: Instant, mode: Events, record: bool) -> Result<Sim, String> {
+    let mut sim = Sim::new(opts, t0, mode, record)?;
     for (i, cmd) in cmds.iter().enumerate() {
         sim.step(cmd)
             .map_err(|e| format!("step {i} {cmd:?} at +{:?}: {e}", sim.elapsed()))?;
@@ -1318,26 +1351,35 @@ proptest! {
 
     #[test]
     fn pool_matches_the_model(opts in opts(), cmds in prop::collection::vec(cmd(), 0..=200)) {
-        if let Err(e) = run(&opts, &cmds, origin(), true, false) {
+        if let Err(e) = run(&opts, &cmds, origin(), Events::Merged, false) {
             return Err(TestCaseError::fail(e));
         }
     }
 
     /// The same inputs give the same outputs, whatever the absolute time;
-    /// with events off, the same actions (and the loud `ReconnectGaveUp`).
+    /// with events off, the same actions (and the loud `ReconnectGaveUp`);
+    /// with events kept apart, the same events and the same actions, each
+    /// in the same order.
     #[test]
     fn same_commands_same_outputs(opts in opts(), cmds in prop::collection::vec(cmd(), 0..=200)) {
         let t0 = origin();
-        let first = run(&opts, &cmds, t0, true, true).map_err(TestCaseError::fail)?;
+        let first = run(&opts, &cmds, t0, Events::Merged, true).map_err(TestCaseError::fail)?;
         let later = t0 + Duration::from_secs(3600);
-        let second = run(&opts, &cmds, later, true, true).map_err(TestCaseError::fail)?;
-        let quiet = run(&opts, &cmds, t0, false, true).map_err(TestCaseError::fail)?;
+        let second = run(&opts, &cmds, later, Events::Merged, true).map_err(TestCaseError::fail)?;
+        let quiet = run(&opts, &cmds, t0, Events::Off, true).map_err(TestCaseError::fail)?;
+        let apart = run(&opts, &cmds, t0, Events::Apart, true).map_err(TestCaseError::fail)?;
         let first = first.transcript.unwrap();
         prop_assert_eq!(&first, &second.transcript.unwrap());
         let quiet_part = |l: &&String| !l.starts_with("Event(") || l.starts_with("Event(ReconnectGaveUp");
         let actions: Vec<&String> = first.iter().filter(quiet_part).collect();
         let quiet = quiet.transcript.unwrap();
         prop_assert_eq!(actions, quiet.iter().collect::<Vec<_>>());
+        let apart = apart.transcript.unwrap();
+        let (events, actions): (Vec<&String>, Vec<&String>) = first.iter().partition(|l| l.starts_with("Event("));
+        let (apart_events, apart_actions): (Vec<&String>, Vec<&String>) =
+            apart.iter().partition(|l| l.starts_with("Event("));
+        prop_assert_eq!(events, apart_events);
+        prop_assert_eq!(actions, apart_actions);
     }
 }
 
@@ -1380,7 +1422,7 @@ fn generator_reaches_every_outcome() {
     let mut counts = vec![0usize; needles.len()];
     for _ in 0..300 {
         let (opts, cmds) = strategy.new_tree(&mut runner).unwrap().current();
-        let sim = run(&opts, &cmds, origin(), true, true).unwrap();
+        let sim = run(&opts, &cmds, origin(), Events::Merged, true).unwrap();
         for line in sim.transcript.unwrap() {
             for (n, needle) in needles.iter().enumerate() {
                 counts[n] += usize::from(line.contains(needle));

@@ -1133,3 +1133,47 @@ fn outputs_come_in_one_ordered_stream() {
         ]
     );
 }
+
+/// Extension: events kept apart leave the stream to the actions, wait in
+/// order for `take_events`, and move with every switch.
+#[test]
+fn events_kept_apart_are_taken_in_order_and_move_with_the_switch() {
+    let mut h = Harness::ready(opts().max_pool_size(1).build().unwrap());
+    // Pending in the stream when the switch comes: they move apart.
+    let _first = h.pool.handle_check_out(h.now);
+    h.pool.set_events_apart(true);
+    assert_eq!(h.pool.pending_events(), 2);
+    let actions: Vec<Output<Conn>> = std::iter::from_fn(|| h.pool.poll_output()).collect();
+    assert!(
+        matches!(actions[..], [Output::Action(Action::Establish { .. })]),
+        "{actions:?}"
+    );
+    let mut events = Vec::new();
+    h.pool.take_events(&mut events);
+    let names: Vec<_> = events.iter().map(Event::name).collect();
+    assert_eq!(names, ["ConnectionCheckOutStarted", "ConnectionCreated"]);
+    assert_eq!(h.pool.pending_events(), 0);
+    // Taken into a non-empty buffer, they come after what it holds.
+    let _second = h.pool.handle_check_out(h.now);
+    h.pool.take_events(&mut events);
+    let names: Vec<_> = events.iter().map(Event::name).collect();
+    assert_eq!(
+        names,
+        [
+            "ConnectionCheckOutStarted",
+            "ConnectionCreated",
+            "ConnectionCheckOutStarted"
+        ]
+    );
+    // Back in the stream: pending ones go back too, behind the actions.
+    h.pool.handle_close(h.now);
+    let pending = h.pool.pending_events();
+    assert!(pending > 0);
+    h.pool.set_events_apart(false);
+    assert_eq!(h.pool.pending_events(), 0);
+    h.clear_events();
+    h.drain();
+    assert_eq!(h.events.len(), pending);
+    assert_eq!(h.names().last(), Some(&"ConnectionPoolClosed"));
+    assert_eq!(h.failed.len(), 2, "both checkouts failed");
+}
