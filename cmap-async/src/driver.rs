@@ -131,7 +131,10 @@ impl<C> Default for Mine<C> {
 }
 
 impl<C> Inner<C> {
-    pub(crate) fn new(core: Core<C>) -> Inner<C> {
+    pub(crate) fn new(mut core: Core<C>) -> Inner<C> {
+        // Events are delivered apart from actions anyway (see `events`):
+        // taking them in bulk spares moving each through the stream.
+        core.set_events_apart(true);
         Inner {
             core,
             waiters: IdMap::default(),
@@ -169,6 +172,9 @@ impl<C> Inner<C> {
     ) -> bool {
         let mut interrupted = Vec::new();
         let mut drained = 0;
+        // The core keeps events apart (see `Inner::new`): this input's
+        // come in one swap.
+        work.events.take(hub, &mut self.core);
         let more = loop {
             if drained == limit {
                 break true;
@@ -178,6 +184,8 @@ impl<C> Inner<C> {
             };
             drained += 1;
             let action = match output {
+                // None: the core keeps them apart. Should one come, it
+                // still goes out in order.
                 Output::Event(event) => {
                     work.events.push(hub, event);
                     continue;

@@ -118,13 +118,27 @@ pub(crate) enum Outbox<'a> {
 impl<'a> Outbox<'a> {
     /// Adds one event; the caller holds the pool's lock.
     pub(crate) fn push(&mut self, hub: &'a EventHub, event: Event) {
+        self.sink(hub).push(event);
+    }
+
+    /// Takes the events the core kept apart (in one swap when the sink is
+    /// empty, as it is for an input that took the turn); the caller holds
+    /// the pool's lock.
+    pub(crate) fn take<C>(&mut self, hub: &'a EventHub, core: &mut cmap_core::Pool<C>) {
+        if core.pending_events() > 0 {
+            core.take_events(self.sink(hub));
+        }
+    }
+
+    /// Where the input's events go: the turn's batch, or the queue.
+    fn sink(&mut self, hub: &'a EventHub) -> &mut Vec<Event> {
+        if matches!(self, Outbox::Empty | Outbox::Queued(_)) {
+            *self = hub.open();
+        }
         match self {
-            Outbox::Held(held) => held.turn.batch.push(event),
-            Outbox::Appending(_, queue) => queue.push(event),
-            Outbox::Empty | Outbox::Queued(_) => {
-                *self = hub.open();
-                self.push(hub, event);
-            }
+            Outbox::Held(held) => &mut held.turn.batch,
+            Outbox::Appending(_, queue) => queue,
+            Outbox::Empty | Outbox::Queued(_) => unreachable!("opened above"),
         }
     }
 
