@@ -223,17 +223,29 @@ impl HeldTurn<'_> {
         }
         let subs = &*turn.subscribers;
         let log = logging::enabled();
-        for event in turn.batch.drain(..) {
+        // Delivered in place (an event is not moved out to be lent).
+        let batch = Emptied(&mut turn.batch);
+        for event in batch.0.iter() {
             if log {
-                logging::log_event(&event);
+                logging::log_event(event);
             }
             for (_, callback) in &subs.callbacks {
-                callback(&event);
+                callback(event);
             }
             for (_, channel) in &subs.streams {
                 channel.push(event.clone());
             }
         }
+    }
+}
+
+/// Empties the batch when dropped, also when a callback panics: no event
+/// is delivered twice (the rest of a panicking batch is lost).
+struct Emptied<'a>(&'a mut Vec<Event>);
+
+impl Drop for Emptied<'_> {
+    fn drop(&mut self) {
+        self.0.clear();
     }
 }
 
@@ -480,20 +492,23 @@ mod tests {
         }
     }
 
-    /// A hub whose one callback records the connection ids it sees.
-    fn recording() -> (Arc<EventHub>, Arc<Mutex<Vec<u64>>>) {
+    /// A hub whose one callback records the connection ids it sees, and
+    /// panics on `panic_on`.
+    fn recording(panic_on: Option<u64>) -> (Arc<EventHub>, Arc<Mutex<Vec<u64>>>) {
         let hub = Arc::new(EventHub::default());
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = seen.clone();
         let _ = hub.on_event(Arc::new(move |e: &Event| {
-            log.lock().unwrap().push(e.connection_id().unwrap().0)
+            let id = e.connection_id().unwrap().0;
+            log.lock().unwrap().push(id);
+            assert_ne!(Some(id), panic_on, "a callback that panics");
         }));
         (hub, seen)
     }
 
     #[test]
     fn an_input_that_takes_the_turn_delivers_what_was_queued_before_its_own_events() {
-        let (hub, seen) = recording();
+        let (hub, seen) = recording(None);
         // Input 1 takes the turn; input 2 finds it taken and queues.
         let mut first = Outbox::default();
         first.push(&hub, checked_in(1));
@@ -512,5 +527,21 @@ mod tests {
         // Input 2 gets the turn with nothing left to deliver.
         second.deliver();
         assert_eq!(*seen.lock().unwrap(), [1, 2, 3]);
+    }
+
+    #[test]
+    fn a_panicking_callback_loses_the_rest_of_its_batch_and_delivery_goes_on() {
+        let (hub, seen) = recording(Some(2));
+        let mut outbox = Outbox::default();
+        for id in 1..=3 {
+            outbox.push(&hub, checked_in(id));
+        }
+        let delivered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| outbox.deliver()));
+        assert!(delivered.is_err());
+        let mut next = Outbox::default();
+        next.push(&hub, checked_in(4));
+        next.deliver();
+        // 1 is not delivered again, 3 is lost with the panic.
+        assert_eq!(*seen.lock().unwrap(), [1, 2, 4]);
     }
 }
