@@ -2,9 +2,10 @@
 //! outputs into [`Work`] to do once the lock is released.
 //!
 //! Under the lock only bookkeeping happens: a delivery or failure is put
-//! in its waiter's slot, an establishment gets its abort switch, events go
-//! to the event queue. Waking, spawning, closing and event delivery happen
-//! after the lock is released (`Shared::perform`).
+//! in its waiter's slot, an establishment gets its abort switch, the
+//! input's events are taken into its outbox (`events::Outbox`). Waking,
+//! spawning, closing and event delivery happen after the lock is released
+//! (`Shared::perform`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};

@@ -292,10 +292,7 @@ impl EventHub {
         if self.deliverer.load(Ordering::Relaxed) == this_thread() {
             return;
         }
-        let mut held = self.hold(lock(&self.turn));
-        if held.take_queue() {
-            held.deliver();
-        }
+        self.hold(lock(&self.turn)).deliver();
     }
 
     fn subscribe(&self, change: impl FnOnce(&mut Subscribers, u64)) -> u64 {
