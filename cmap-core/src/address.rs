@@ -29,13 +29,15 @@ enum Host {
 
 impl Host {
     fn new(host: &str) -> Host {
-        match u8::try_from(host.len()) {
-            Ok(len) if host.len() <= INLINE_HOST => {
-                let mut bytes = [0; INLINE_HOST];
-                bytes[..host.len()].copy_from_slice(host.as_bytes());
-                Host::Inline { len, bytes }
-            }
-            _ => Host::Shared(host.into()),
+        let len = host.len();
+        if len > INLINE_HOST {
+            return Host::Shared(host.into());
+        }
+        let mut bytes = [0; INLINE_HOST];
+        bytes[..len].copy_from_slice(host.as_bytes());
+        Host::Inline {
+            len: len as u8, // at most INLINE_HOST
+            bytes,
         }
     }
 
