@@ -168,6 +168,7 @@ impl<C> Pool<C> {
 }
 
 /// The earlier of two optional instants (`None`: no instant).
+#[inline]
 fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),

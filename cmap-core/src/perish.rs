@@ -24,6 +24,7 @@ pub(crate) struct Judge<'a> {
 impl Judge<'_> {
     /// Why `meta` is perished, if it is. `available` says whether the idle
     /// rule applies (it does not to a connection being checked in).
+    #[inline]
     pub(crate) fn perished(&self, meta: &Meta, available: bool) -> Option<ClosedReason> {
         if meta.errored {
             return Some(ClosedReason::Error);
@@ -45,6 +46,7 @@ impl Judge<'_> {
         None
     }
 
+    #[inline]
     pub(crate) fn is_stale(&self, generation: u32, service_id: Option<ServiceId>) -> bool {
         match service_id {
             Some(service) if self.options.load_balanced => self

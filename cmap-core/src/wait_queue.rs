@@ -47,10 +47,12 @@ pub(crate) struct WaitQueue {
 }
 
 impl WaitQueue {
+    #[inline]
     pub(crate) fn len(&self) -> usize {
         self.len
     }
 
+    #[inline]
     pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -144,6 +146,7 @@ impl WaitQueue {
     }
 
     /// The earliest (deadline, id) of any queued checkout.
+    #[inline]
     fn first_deadline(&self) -> Option<(Instant, WaiterId)> {
         // No live waiter: both sets are empty (their fronts are live).
         if self.len == 0 {
@@ -156,12 +159,14 @@ impl WaitQueue {
     }
 
     /// The earliest deadline of any queued checkout.
+    #[inline]
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
         self.first_deadline().map(|(at, _)| at)
     }
 
     /// Removes and returns one checkout whose deadline is at or before `now`,
     /// earliest deadline first (ties: earliest arrival).
+    #[inline]
     pub(crate) fn pop_expired(&mut self, now: Instant) -> Option<(WaiterId, Waiter)> {
         let (at, id) = self.first_deadline()?;
         if at > now {
