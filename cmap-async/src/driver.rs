@@ -95,6 +95,16 @@ impl<C> Default for Work<'_, C> {
 }
 
 impl<C> Work<'_, C> {
+    /// Nothing to do after the lock: the common served checkout or
+    /// check-in nobody waited for.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.wake.is_none()
+            && self.more.is_none()
+            && !self.interrupt
+            && !self.rearm
+            && matches!(self.events, Outbox::Empty)
+    }
+
     fn more(&mut self) -> &mut MoreWork<C> {
         self.more.get_or_insert_with(|| {
             Box::new(MoreWork {
@@ -171,11 +181,17 @@ impl<C> Inner<C> {
         mine: &mut Mine<C>,
         limit: usize,
     ) -> bool {
-        let mut interrupted = Vec::new();
-        let mut drained = 0;
         // The core keeps events apart (see `Inner::new`): this input's
         // come in one swap.
         work.events.take(hub, &mut self.core);
+        if !self.core.has_output() {
+            // The common input (a served checkout, a check-in nobody
+            // waited for) left no action: nothing else to drain.
+            work.events.seal();
+            return false;
+        }
+        let mut interrupted = Vec::new();
+        let mut drained = 0;
         let more = loop {
             if drained == limit {
                 break true;

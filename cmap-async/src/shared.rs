@@ -115,6 +115,9 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
 
     /// Carries out what an input drained, outside the lock.
     pub(crate) fn perform(&self, work: Work<'_, M::Connection>) {
+        if work.is_empty() {
+            return;
+        }
         let Work {
             wake: first,
             more,

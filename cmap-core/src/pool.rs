@@ -478,6 +478,15 @@ impl<C> Pool<C> {
         self.out.pop_front()
     }
 
+    /// Whether [`poll_output`](Self::poll_output) has anything to give: a
+    /// driver can skip its drain after the common input that leaves none
+    /// (events kept apart are counted by
+    /// [`pending_events`](Self::pending_events) instead).
+    #[inline]
+    pub fn has_output(&self) -> bool {
+        !self.out.is_empty()
+    }
+
     /// Whether events are produced. Off, no event is built at all (the
     /// fast paths then emit nothing but their action).
     pub fn set_events_enabled(&mut self, enabled: bool) {

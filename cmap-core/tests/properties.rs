@@ -873,7 +873,13 @@ impl Sim {
                 self.on_event(&e)?;
             }
         }
-        while let Some(out) = self.pool.poll_output() {
+        loop {
+            let announced = self.pool.has_output();
+            let Some(out) = self.pool.poll_output() else {
+                ensure!(!announced, "has_output() announced an output that never came");
+                break;
+            };
+            ensure!(announced, "an output came that has_output() did not announce");
             ensure!(
                 !(self.apart && matches!(out, Output::Event(_))),
                 "an event in the stream while events are kept apart: {out:?}"

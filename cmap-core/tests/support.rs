@@ -55,7 +55,13 @@ impl Harness {
     }
 
     pub fn drain(&mut self) {
-        while let Some(out) = self.pool.poll_output() {
+        loop {
+            let announced = self.pool.has_output();
+            let Some(out) = self.pool.poll_output() else {
+                assert!(!announced, "has_output() said an output waits, and none came");
+                break;
+            };
+            assert!(announced, "an output came that has_output() did not announce");
             match out {
                 Output::Event(e) => self.events.push(e),
                 Output::Action(Action::Establish { id }) => self.establishing.push(id),
