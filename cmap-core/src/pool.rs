@@ -577,10 +577,21 @@ impl<C> Pool<C> {
 
     /// Moves the clock (never backwards) and expires due checkouts first,
     /// so that no input serves a checkout past its deadline.
+    #[inline]
     fn advance(&mut self, now: Instant) {
         if now > self.now {
             self.now = now;
         }
+        // Most inputs find nobody queued and no backoff: no call.
+        if !self.queue.is_empty() || self.backoff.not_before.is_some() {
+            self.expire_and_resume();
+        }
+    }
+
+    /// The rest of `advance`, when someone is queued or a backoff runs;
+    /// kept out of line so that `advance` itself is inlined.
+    #[inline(never)]
+    fn expire_and_resume(&mut self) {
         while let Some((id, waiter)) = self.queue.pop_expired(self.now) {
             self.forget_request_of(&waiter);
             self.time_out(id, waiter.started_at);
