@@ -144,6 +144,7 @@ impl<'a> Outbox<'a> {
 
     /// Unlocks the queue, if this input appended to it; called before the
     /// pool's lock is released.
+    #[inline]
     pub(crate) fn seal(&mut self) {
         if let Outbox::Appending(hub, _) = self {
             *self = Outbox::Queued(hub);
@@ -152,6 +153,7 @@ impl<'a> Outbox<'a> {
 
     /// Delivers the input's events (and any queued before them): returns
     /// once they are out. Called after the pool's lock is released.
+    #[inline]
     pub(crate) fn deliver(self) {
         match self {
             Outbox::Empty => {}
@@ -250,6 +252,7 @@ impl Drop for Emptied<'_> {
 }
 
 impl EventHub {
+    #[inline]
     pub(crate) fn wanted(&self) -> bool {
         self.wanted.load(Ordering::Relaxed)
     }
