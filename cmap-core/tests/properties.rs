@@ -873,13 +873,7 @@ impl Sim {
                 self.on_event(&e)?;
             }
         }
-        loop {
-            let announced = self.pool.has_output();
-            let Some(out) = self.pool.poll_output() else {
-                ensure!(!announced, "has_output() announced an output that never came");
-                break;
-            };
-            ensure!(announced, "an output came that has_output() did not announce");
+        while let Some(out) = support::next_output(&mut self.pool)? {
             ensure!(
                 !(self.apart && matches!(out, Output::Event(_))),
                 "an event in the stream while events are kept apart: {out:?}"

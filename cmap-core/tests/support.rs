@@ -22,6 +22,18 @@ pub struct Harness {
     pub interrupted: Vec<ConnectionId>,
 }
 
+/// The pool's next output, checking that `has_output` announced exactly
+/// that: an output, or none.
+pub fn next_output<C>(pool: &mut Pool<C>) -> Result<Option<Output<C>>, String> {
+    let announced = pool.has_output();
+    let out = pool.poll_output();
+    match (announced, out.is_some()) {
+        (true, false) => Err("has_output() announced an output that never came".to_owned()),
+        (false, true) => Err("an output came that has_output() did not announce".to_owned()),
+        _ => Ok(out),
+    }
+}
+
 #[allow(clippy::disallowed_methods)]
 pub fn origin() -> Instant {
     Instant::now()
@@ -55,13 +67,7 @@ impl Harness {
     }
 
     pub fn drain(&mut self) {
-        loop {
-            let announced = self.pool.has_output();
-            let Some(out) = self.pool.poll_output() else {
-                assert!(!announced, "has_output() said an output waits, and none came");
-                break;
-            };
-            assert!(announced, "an output came that has_output() did not announce");
+        while let Some(out) = next_output(&mut self.pool).unwrap_or_else(|e| panic!("{e}")) {
             match out {
                 Output::Event(e) => self.events.push(e),
                 Output::Action(Action::Establish { id }) => self.establishing.push(id),
