@@ -184,20 +184,40 @@ impl<C> Inner<C> {
         // The core keeps events apart (see `Inner::new`): this input's
         // come in one swap.
         work.events.take(hub, &mut self.core);
-        if !self.core.has_output() {
-            // The common input (a served checkout, a check-in nobody
-            // waited for) left no action: nothing else to drain.
-            work.events.seal();
-            return false;
-        }
         let mut interrupted = Vec::new();
+        // The common input (a served checkout, a check-in nobody waited
+        // for) left no action: no loop to run.
+        let more =
+            self.core.has_output() && self.drain_actions(now, hub, work, mine, limit, &mut interrupted);
+        work.events.seal();
+        if !interrupted.is_empty() {
+            interrupts.insert(&interrupted);
+            work.interrupt = true;
+        }
+        more
+    }
+
+    /// The drain's loop over the core's outputs (see [`Inner::drain`]);
+    /// the connections to interrupt are collected into `interrupted`. Out
+    /// of line, so that the drain of an input that left no action stays
+    /// small.
+    #[inline(never)]
+    fn drain_actions<'a>(
+        &mut self,
+        now: Instant,
+        hub: &'a EventHub,
+        work: &mut Work<'a, C>,
+        mine: &mut Mine<C>,
+        limit: usize,
+        interrupted: &mut Vec<ConnectionId>,
+    ) -> bool {
         let mut drained = 0;
-        let more = loop {
+        loop {
             if drained == limit {
-                break true;
+                return true;
             }
             let Some(output) = self.core.poll_output() else {
-                break false;
+                return false;
             };
             drained += 1;
             let action = match output {
@@ -236,13 +256,7 @@ impl<C> Inner<C> {
                 // An action this adapter does not know yet: nothing to do.
                 _ => {}
             }
-        };
-        work.events.seal();
-        if !interrupted.is_empty() {
-            interrupts.insert(&interrupted);
-            work.interrupt = true;
         }
-        more
     }
 
     fn complete(
