@@ -11,6 +11,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use cmap_blocking::{CheckOutError, ConnectTimeoutError, GetError, PoolState};
+use cmap_testkit::scenarios::TWO_CHECKOUTS_THEN_CLOSE;
 use cmap_testkit::{FakeError, Names};
 use common::{builder, eventually, SyncFake};
 
@@ -144,20 +145,7 @@ fn events_arrive_in_order_by_callback_and_by_iterator() {
     drop(pool.get().unwrap());
     assert!(events.next_timeout(Duration::from_millis(10)).is_some());
     drop(pool);
-    let expected = [
-        "ConnectionPoolCreated",
-        "ConnectionPoolReady",
-        "ConnectionCheckOutStarted",
-        "ConnectionCreated",
-        "ConnectionReady",
-        "ConnectionCheckedOut",
-        "ConnectionCheckedIn",
-        "ConnectionCheckOutStarted",
-        "ConnectionCheckedOut",
-        "ConnectionCheckedIn",
-        "ConnectionClosed",
-        "ConnectionPoolClosed",
-    ];
+    let expected = TWO_CHECKOUTS_THEN_CLOSE;
     assert_eq!(names.take(), expected);
     // The iterator ends with the pool; it started at the first checkout
     // (whose first event `next_timeout` took).
