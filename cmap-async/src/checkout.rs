@@ -22,7 +22,6 @@ use cmap_core::{CheckOut, CheckOutError, Pooled, WaiterId};
 
 use crate::driver::{lock_slot, Mine, SharedSlot, Slot, Work};
 use crate::error::GetError;
-use crate::guard::PooledConnection;
 use crate::manager::ManageConnection;
 use crate::runtime::Runtime;
 use crate::shared::Shared;
@@ -155,16 +154,14 @@ impl<M: ManageConnection, R: Runtime> Drop for Checkout<'_, M, R> {
 
 impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     /// Checks out a connection that passes the manager's check, waiting at
-    /// most `timeout` in all (`None`: no limit).
-    pub(crate) async fn get(
-        self: Arc<Self>,
-        timeout: Option<Duration>,
-    ) -> Result<PooledConnection<M>, GetError> {
+    /// most `timeout` in all (`None`: no limit). The caller puts it in a
+    /// guard.
+    pub(crate) async fn get(&self, timeout: Option<Duration>) -> Result<Pooled<M::Connection>, GetError> {
         let mut limit = Limit::After(timeout);
         let mut started = None;
         loop {
             let mut checkout = Checkout {
-                shared: &self,
+                shared: self,
                 limit,
                 started: None,
                 state: State::Start,
@@ -177,17 +174,12 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
             // A connection made for this call: its check failing is an error.
             let fresh = pooled.created_at() >= started;
             let mut checking = Checking {
-                shared: &self,
+                shared: self,
                 conn: Some(pooled),
             };
             let checked = self.manager.check(checking.connection()).await;
             match checked {
-                Ok(()) => {
-                    let pooled = checking.pass();
-                    // The call's own handle moves into the guard: no second
-                    // reference count to take and drop per checkout.
-                    return Ok(PooledConnection::new(pooled, self));
-                }
+                Ok(()) => return Ok(checking.pass()),
                 Err(error) => {
                     drop(checking);
                     if fresh {

@@ -18,7 +18,7 @@ use crate::shared::Shared;
 type Task = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
 /// What a guard needs of its pool, without naming the runtime: guards are
-/// `PooledConnection<M>` whatever runtime drives the pool.
+/// `PooledConnection<'_, M>` whatever runtime drives the pool.
 pub(crate) trait Return<M: ManageConnection>: Send + Sync {
     fn manager(&self) -> &M;
     fn check_in(&self, connection: Pooled<M::Connection>);
@@ -26,6 +26,9 @@ pub(crate) trait Return<M: ManageConnection>: Send + Sync {
     fn spawn(&self, task: Task);
     fn interrupted(&self, id: ConnectionId) -> Interrupted;
     fn is_interrupted(&self, id: ConnectionId) -> bool;
+    /// An owning handle on the pool, for a guard that must outlive the
+    /// borrow it was made with.
+    fn handle(&self) -> Arc<dyn Return<M>>;
 }
 
 impl<M: ManageConnection, R: Runtime> Return<M> for Shared<M, R> {
@@ -47,6 +50,35 @@ impl<M: ManageConnection, R: Runtime> Return<M> for Shared<M, R> {
     fn is_interrupted(&self, id: ConnectionId) -> bool {
         self.interrupts.contains(id)
     }
+    fn handle(&self) -> Arc<dyn Return<M>> {
+        self.me
+            .upgrade()
+            .expect("a guard's pool lives while the guard borrows it")
+    }
+}
+
+/// How a guard reaches its pool: borrowed from the `Pool` handle it was
+/// checked out of (no reference count taken or dropped per checkout), or
+/// owned, for a guard that outlives that handle.
+enum Home<'a, M: ManageConnection> {
+    Borrowed(&'a dyn Return<M>),
+    Owned(Arc<dyn Return<M>>),
+}
+
+impl<M: ManageConnection> Home<'_, M> {
+    fn get(&self) -> &dyn Return<M> {
+        match self {
+            Home::Borrowed(pool) => *pool,
+            Home::Owned(pool) => &**pool,
+        }
+    }
+
+    fn to_owned(&self) -> Arc<dyn Return<M>> {
+        match self {
+            Home::Borrowed(pool) => pool.handle(),
+            Home::Owned(pool) => pool.clone(),
+        }
+    }
 }
 
 /// A checked-out connection. It derefs (mutably) to the connection and
@@ -63,6 +95,11 @@ impl<M: ManageConnection, R: Runtime> Return<M> for Shared<M, R> {
 ///
 /// [`detach`](Self::detach) takes the connection out of the pool instead.
 ///
+/// A guard from [`Pool::get`](crate::Pool::get) borrows the `Pool` handle
+/// (`'a`), so a checkout takes and drops no reference count on the pool;
+/// one from [`Pool::get_owned`](crate::Pool::get_owned), or made
+/// [`into_owned`](Self::into_owned), is `PooledConnection<'static, M>`.
+///
 /// # Example
 ///
 /// ```
@@ -77,19 +114,50 @@ impl<M: ManageConnection, R: Runtime> Return<M> for Shared<M, R> {
 ///     Ok(()) // dropped: checked in
 /// }
 /// ```
-pub struct PooledConnection<M: ManageConnection> {
+pub struct PooledConnection<'a, M: ManageConnection> {
     conn: Option<Pooled<M::Connection>>,
-    pool: Arc<dyn Return<M>>,
+    pool: Home<'a, M>,
     /// Close it instead of pooling it again.
     broken: bool,
 }
 
-impl<M: ManageConnection> PooledConnection<M> {
-    pub(crate) fn new<R: Runtime>(conn: Pooled<M::Connection>, pool: Arc<Shared<M, R>>) -> Self {
+impl<'a, M: ManageConnection> PooledConnection<'a, M> {
+    /// A guard that borrows its pool (from [`Pool::get`](crate::Pool::get)).
+    pub(crate) fn borrowing<R: Runtime>(conn: Pooled<M::Connection>, pool: &'a Shared<M, R>) -> Self {
         PooledConnection {
             conn: Some(conn),
-            pool,
+            pool: Home::Borrowed(pool),
             broken: false,
+        }
+    }
+
+    /// A guard that owns a handle on its pool (from
+    /// [`Pool::get_owned`](crate::Pool::get_owned)).
+    pub(crate) fn owning<R: Runtime>(conn: Pooled<M::Connection>, pool: Arc<Shared<M, R>>) -> Self {
+        PooledConnection {
+            conn: Some(conn),
+            pool: Home::Owned(pool),
+            broken: false,
+        }
+    }
+
+    /// The same guard, no longer borrowing the `Pool` handle it came from:
+    /// for a connection to keep, or move into a spawned task, beyond that
+    /// handle's borrow.
+    ///
+    /// ```
+    /// # use cmap_async::{GetError, ManageConnection, Pool, PooledConnection, Runtime};
+    /// async fn keep<M: ManageConnection, R: Runtime>(
+    ///     pool: &Pool<M, R>,
+    /// ) -> Result<PooledConnection<'static, M>, GetError> {
+    ///     Ok(pool.get().await?.into_owned())
+    /// }
+    /// ```
+    pub fn into_owned(mut self) -> PooledConnection<'static, M> {
+        PooledConnection {
+            conn: self.conn.take(),
+            pool: Home::Owned(self.pool.to_owned()),
+            broken: self.broken,
         }
     }
 
@@ -105,7 +173,7 @@ impl<M: ManageConnection> PooledConnection<M> {
     ///
     /// ```
     /// # use cmap_async::{ManageConnection, PooledConnection};
-    /// # fn run<M: ManageConnection>(mut conn: PooledConnection<M>) {
+    /// # fn run<M: ManageConnection>(mut conn: PooledConnection<'_, M>) {
     /// conn.mark_broken();
     /// assert!(conn.is_marked_broken());
     /// drop(conn); // closed with reason `error`
@@ -136,7 +204,7 @@ impl<M: ManageConnection> PooledConnection<M> {
     ///
     /// ```
     /// # use cmap_async::{ManageConnection, PooledConnection};
-    /// # fn run<M: ManageConnection>(conn: PooledConnection<M>) {
+    /// # fn run<M: ManageConnection>(conn: PooledConnection<'_, M>) {
     /// let raw: M::Connection = conn.detach(); // yours now; the pool forgot it
     /// # drop(raw);
     /// # }
@@ -146,7 +214,7 @@ impl<M: ManageConnection> PooledConnection<M> {
             .conn
             .take()
             .expect("the connection is present until the guard is consumed");
-        self.pool.detach(conn)
+        self.pool.get().detach(conn)
     }
 
     /// A future that resolves if the pool interrupts this connection (a
@@ -154,23 +222,23 @@ impl<M: ManageConnection> PooledConnection<M> {
     /// retryable error to fail the operation with. It borrows nothing, so
     /// it can race the operation; see [`Interrupted`].
     pub fn interrupted(&self) -> Interrupted {
-        self.pool.interrupted(self.connection_id())
+        self.pool.get().interrupted(self.connection_id())
     }
 
     /// Whether the pool has interrupted this connection.
     pub fn is_interrupted(&self) -> bool {
-        self.pool.is_interrupted(self.connection_id())
+        self.pool.get().is_interrupted(self.connection_id())
     }
 }
 
-impl<M: ManageConnection> Deref for PooledConnection<M> {
+impl<M: ManageConnection> Deref for PooledConnection<'_, M> {
     type Target = M::Connection;
     fn deref(&self) -> &M::Connection {
         self.pooled()
     }
 }
 
-impl<M: ManageConnection> DerefMut for PooledConnection<M> {
+impl<M: ManageConnection> DerefMut for PooledConnection<'_, M> {
     fn deref_mut(&mut self) -> &mut M::Connection {
         self.conn
             .as_mut()
@@ -178,27 +246,28 @@ impl<M: ManageConnection> DerefMut for PooledConnection<M> {
     }
 }
 
-impl<M: ManageConnection> Drop for PooledConnection<M> {
+impl<M: ManageConnection> Drop for PooledConnection<'_, M> {
     fn drop(&mut self) {
         let Some(mut conn) = self.conn.take() else { return };
-        if self.pool.is_interrupted(conn.id()) {
+        let home = self.pool.get();
+        if home.is_interrupted(conn.id()) {
             // The pool closes it anyway: no reset, which could talk through
             // a socket that is no longer ours (a clear that interrupted, or
             // a fork: see `Pool::reset_after_fork`).
-            self.pool.check_in(conn);
+            home.check_in(conn);
             return;
         }
-        if self.broken || self.pool.manager().is_broken(&mut conn) {
+        if self.broken || home.manager().is_broken(&mut conn) {
             conn.mark_errored();
-            self.pool.check_in(conn);
+            home.check_in(conn);
             return;
         }
         if !M::RESETS {
             // Nothing to reset: no task, no allocation.
-            self.pool.check_in(conn);
+            home.check_in(conn);
             return;
         }
-        let pool = self.pool.clone();
+        let pool = self.pool.to_owned();
         let mut task: Task = Box::pin(async move {
             if pool.manager().reset(&mut conn).await.is_err() {
                 conn.mark_errored();
@@ -213,12 +282,12 @@ impl<M: ManageConnection> Drop for PooledConnection<M> {
             .poll(&mut Context::from_waker(Waker::noop()))
             .is_pending()
         {
-            self.pool.spawn(task);
+            home.spawn(task);
         }
     }
 }
 
-impl<M: ManageConnection> fmt::Debug for PooledConnection<M> {
+impl<M: ManageConnection> fmt::Debug for PooledConnection<'_, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PooledConnection")
             .field("connection_id", &self.conn.as_ref().map(|c| c.id()))

@@ -80,7 +80,7 @@ impl Interrupts {
 ///
 /// ```
 /// # use cmap_async::{ManageConnection, PooledConnection};
-/// # async fn run<M: ManageConnection>(mut conn: PooledConnection<M>) {
+/// # async fn run<M: ManageConnection>(mut conn: PooledConnection<'_, M>) {
 /// # let operation = async { () };
 /// let interrupted = conn.interrupted();
 /// // with tokio: tokio::select! { r = operation(&mut conn) => r, e = interrupted => Err(e) }

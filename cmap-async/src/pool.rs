@@ -50,8 +50,10 @@ impl<M: ManageConnection, R: Runtime> Pool<M, R> {
     }
 
     /// Checks out a connection, waiting at most `waitQueueTimeoutMS` (no
-    /// limit if it is not set). The future borrows nothing from the pool
-    /// and may be dropped at any point without losing a connection or
+    /// limit if it is not set). The future and the guard borrow this
+    /// handle: a checkout takes no reference count on the pool (see
+    /// [`get_owned`](Self::get_owned) for a guard that outlives it). The
+    /// future may be dropped at any point without losing a connection or
     /// capacity.
     ///
     /// # Errors
@@ -72,9 +74,8 @@ impl<M: ManageConnection, R: Runtime> Pool<M, R> {
     ///     Ok(())
     /// }
     /// ```
-    pub fn get(&self) -> impl Future<Output = Result<PooledConnection<M>, GetError>> + Send + 'static {
-        let timeout = self.shared.options.wait_queue_timeout();
-        self.shared.clone().get(timeout)
+    pub fn get(&self) -> impl Future<Output = Result<PooledConnection<'_, M>, GetError>> + Send + '_ {
+        self.get_within(self.shared.options.wait_queue_timeout())
     }
 
     /// Checks out a connection, waiting at most `timeout` instead of
@@ -97,8 +98,66 @@ impl<M: ManageConnection, R: Runtime> Pool<M, R> {
     pub fn get_timeout(
         &self,
         timeout: Duration,
-    ) -> impl Future<Output = Result<PooledConnection<M>, GetError>> + Send + 'static {
-        self.shared.clone().get(Some(timeout))
+    ) -> impl Future<Output = Result<PooledConnection<'_, M>, GetError>> + Send + '_ {
+        self.get_within(Some(timeout))
+    }
+
+    fn get_within(
+        &self,
+        timeout: Option<Duration>,
+    ) -> impl Future<Output = Result<PooledConnection<'_, M>, GetError>> + Send + '_ {
+        let shared = &*self.shared;
+        async move {
+            let conn = shared.get(timeout).await?;
+            Ok(PooledConnection::borrowing(conn, shared))
+        }
+    }
+
+    /// As [`get`](Self::get), but neither the future nor the guard borrows
+    /// this handle: each holds one of its own (a reference count taken and
+    /// dropped per checkout). For a checkout to spawn, or a connection to
+    /// keep in a `'static` place.
+    ///
+    /// # Errors
+    ///
+    /// As [`get`](Self::get).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use cmap_async::{GetError, ManageConnection, Pool, PooledConnection, Runtime};
+    /// fn later<M: ManageConnection, R: Runtime>(
+    ///     pool: &Pool<M, R>,
+    /// ) -> impl std::future::Future<Output = Result<PooledConnection<'static, M>, GetError>> + Send + 'static {
+    ///     pool.get_owned() // borrows nothing: can be spawned
+    /// }
+    /// ```
+    pub fn get_owned(
+        &self,
+    ) -> impl Future<Output = Result<PooledConnection<'static, M>, GetError>> + Send + 'static {
+        self.get_owned_within(self.shared.options.wait_queue_timeout())
+    }
+
+    /// As [`get_timeout`](Self::get_timeout), borrowing nothing, as
+    /// [`get_owned`](Self::get_owned).
+    pub fn get_owned_timeout(
+        &self,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<PooledConnection<'static, M>, GetError>> + Send + 'static {
+        self.get_owned_within(Some(timeout))
+    }
+
+    fn get_owned_within(
+        &self,
+        timeout: Option<Duration>,
+    ) -> impl Future<Output = Result<PooledConnection<'static, M>, GetError>> + Send + 'static {
+        // The shared state, not a `Pool` handle: a pending checkout does
+        // not keep the pool open.
+        let shared = self.shared.clone();
+        async move {
+            let conn = shared.get(timeout).await?;
+            Ok(PooledConnection::owning(conn, shared))
+        }
     }
 
     /// Marks the pool ready (spec: "Marking a Connection Pool as Ready"):

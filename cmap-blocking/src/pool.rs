@@ -23,7 +23,11 @@ use crate::runtime::ThreadRuntime;
 /// [`mark_broken`](cmap_async::PooledConnection::mark_broken),
 /// [`detach`](cmap_async::PooledConnection::detach) and
 /// [`is_interrupted`](cmap_async::PooledConnection::is_interrupted).
-pub type PooledConnection<M> = cmap_async::PooledConnection<SyncManager<M>>;
+/// From [`Pool::get`] it borrows the pool handle (`'a`); from
+/// [`Pool::get_owned`], or made
+/// [`into_owned`](cmap_async::PooledConnection::into_owned), it is
+/// `PooledConnection<'static, M>`.
+pub type PooledConnection<'a, M> = cmap_async::PooledConnection<'a, SyncManager<M>>;
 
 /// The pool's fork generation, shared by its handles.
 struct Forks {
@@ -120,11 +124,26 @@ impl<M: ManageConnection> Pool<M> {
     /// for this checkout failed (the manager's error is its source);
     /// [`GetError::CheckFailed`] when a new connection fails
     /// [`ManageConnection::check`].
-    pub fn get(&self) -> Result<PooledConnection<M>, GetError> {
+    ///
+    /// The guard borrows this handle, so a checkout takes no reference
+    /// count on the pool; see [`get_owned`](Self::get_owned).
+    pub fn get(&self) -> Result<PooledConnection<'_, M>, GetError> {
         self.after_fork();
         // Pinned where it is made: the checkout future is large, and
         // `block_on` then moves only a pointer.
         block_on(pin!(self.inner.get()))
+    }
+
+    /// As [`get`](Self::get), but the guard holds a handle of its own on
+    /// the pool: for a connection to keep in a `'static` place or move to
+    /// another thread.
+    ///
+    /// # Errors
+    ///
+    /// As [`get`](Self::get).
+    pub fn get_owned(&self) -> Result<PooledConnection<'static, M>, GetError> {
+        self.after_fork();
+        block_on(pin!(self.inner.get_owned()))
     }
 
     /// Checks out a connection, blocking at most `timeout` instead of
@@ -134,7 +153,7 @@ impl<M: ManageConnection> Pool<M> {
     /// # Errors
     ///
     /// As [`get`](Self::get).
-    pub fn get_timeout(&self, timeout: Duration) -> Result<PooledConnection<M>, GetError> {
+    pub fn get_timeout(&self, timeout: Duration) -> Result<PooledConnection<'_, M>, GetError> {
         self.after_fork();
         block_on(pin!(self.inner.get_timeout(timeout)))
     }

@@ -278,7 +278,8 @@ fn min_pool_size_is_kept_and_a_dropped_pool_closes() {
     let m = SyncFake::default();
     let pool = builder().min_pool_size(2).build(m.clone()).unwrap();
     eventually("populated", || pool.status().available == 2);
-    let held = pool.get().unwrap();
+    // An owned guard outlives the last handle.
+    let held = pool.get_owned().unwrap();
     drop(pool);
     eventually("idle closed", || m.alive() == 1);
     drop(held);

@@ -85,7 +85,7 @@ pub async fn an_earlier_deadline_rearms_the_timer<R: Runtime + Default, T: Runti
     let (m, t) = runtimes::<R, T>();
     let pool = builder().max_pool_size(1).build(m).unwrap();
     let _held = pool.get().await.unwrap();
-    let _far = spawn(&t, pool.get_timeout(Duration::from_secs(30)));
+    let _far = spawn(&t, pool.get_owned_timeout(Duration::from_secs(30)));
     eventually(&t, "queued", || pool.status().waiting == 1).await;
     let t0 = Instant::now();
     let err = pool.get_timeout(Duration::from_millis(40)).await.unwrap_err();
@@ -121,7 +121,7 @@ pub async fn clear_fails_waiters_and_closes_stale_connections<R: Runtime + Defau
     let names = Names::default();
     let _sub = pool.on_event(names.callback());
     let held = pool.get().await.unwrap();
-    let waiters: Vec<_> = (0..3).map(|_| spawn(&t, pool.get())).collect();
+    let waiters: Vec<_> = (0..3).map(|_| spawn(&t, pool.get_owned())).collect();
     eventually(&t, "three queued", || pool.status().waiting == 3).await;
     pool.clear(false).unwrap();
     for w in waiters {
@@ -156,8 +156,10 @@ pub async fn close_fails_waiters_closes_idle_and_returned_connections<
     let a = pool.get().await.unwrap();
     let b = pool.get().await.unwrap();
     drop(b); // idle
-    let waiter_conn = spawn(&t, pool.get_timeout(Duration::from_secs(1))).await.unwrap();
-    let queued = spawn(&t, pool.get());
+    let waiter_conn = spawn(&t, pool.get_owned_timeout(Duration::from_secs(1)))
+        .await
+        .unwrap();
+    let queued = spawn(&t, pool.get_owned());
     eventually(&t, "queued", || pool.status().waiting == 1).await;
     let t0 = Instant::now();
     pool.close();
@@ -503,7 +505,8 @@ pub async fn a_dropped_pool_closes_and_its_tasks_end<R: Runtime + Default, T: Ru
     let (m, t) = runtimes::<R, T>();
     let pool = builder().min_pool_size(2).build(m.clone()).unwrap();
     eventually(&t, "populated", || pool.status().available == 2).await;
-    let held = pool.get().await.unwrap();
+    // Made owned, the guard outlives every handle.
+    let held = pool.get().await.unwrap().into_owned();
     drop(pool);
     eventually(&t, "idle closed", || m.alive() == 1).await;
     drop(held);

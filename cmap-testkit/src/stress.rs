@@ -22,7 +22,7 @@ fn tiny() -> Duration {
     Duration::from_micros(fastrand::u64(0..1500))
 }
 
-async fn hold<R: Runtime>(t: &impl Runtime, mut conn: PooledConnection<Fake<R>>) {
+async fn hold<R: Runtime>(t: &impl Runtime, mut conn: PooledConnection<'_, Fake<R>>) {
     if fastrand::u8(0..10) == 0 {
         conn.mark_broken();
     }

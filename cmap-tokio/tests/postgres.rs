@@ -210,7 +210,7 @@ async fn killed_sessions_are_detected_replaced_and_cost_at_most_one_query_each()
 
     // 1. Idle sessions killed: the check on checkout (`is_closed`) refuses
     //    them, so no query even fails.
-    let held: Vec<_> = futures_all((0..4).map(|_| pool.get())).await;
+    let held: Vec<_> = futures_all((0..4).map(|_| pool.get_owned())).await;
     let first_pids: Vec<i32> = held.iter().map(|c| c.as_ref().unwrap().backend_pid).collect();
     drop(held);
     assert_eq!(kill_all(&admin, &app).await, 4);

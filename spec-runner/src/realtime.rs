@@ -286,8 +286,8 @@ impl State {
 /// the virtual engine counts them in use for good (dropping a guard would
 /// check it in).
 struct Conns<M: cmap_async::ManageConnection> {
-    labels: BTreeMap<String, PooledConnection<M>>,
-    kept: Vec<PooledConnection<M>>,
+    labels: BTreeMap<String, PooledConnection<'static, M>>,
+    kept: Vec<PooledConnection<'static, M>>,
 }
 
 struct Run<'a, A: Adapter> {
@@ -554,7 +554,7 @@ impl<'a, A: Adapter> Run<'a, A> {
             }
             OpKind::CheckOut { label } => {
                 let get = FirstPoll {
-                    future: Box::pin(self.pool.get()),
+                    future: Box::pin(self.pool.get_owned()),
                     begun: Some(begun),
                 };
                 match self.adapter.block_on(get) {

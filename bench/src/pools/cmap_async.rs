@@ -38,7 +38,7 @@ pub fn configured<R: Runtime>(setup: &Setup) -> (PoolBuilder<Manager, R>, Manage
 /// A checkout, its error as text (the harness counts failures).
 pub fn get<R: Runtime>(
     pool: &Pool<Manager, R>,
-) -> impl Future<Output = Result<PooledConnection<Manager>, String>> + Send {
+) -> impl Future<Output = Result<PooledConnection<'_, Manager>, String>> + Send {
     let get = pool.get();
     async move { get.await.map_err(|e| e.to_string()) }
 }

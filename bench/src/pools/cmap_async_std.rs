@@ -23,7 +23,7 @@ impl AsyncPool for CmapSmol {
     const NAME: &'static str = "cmap-async-std/smol";
     const NATIVE_MIN: bool = true;
     type Rt = Smol;
-    type Guard<'a> = PooledConnection<Manager>;
+    type Guard<'a> = PooledConnection<'a, Manager>;
 
     fn build(setup: &Setup) -> impl Future<Output = Self> + Send {
         std::future::ready(CmapSmol(build(setup)))
@@ -41,7 +41,7 @@ impl AsyncPool for CmapAsyncStd {
     const NAME: &'static str = "cmap-async-std/async-std";
     const NATIVE_MIN: bool = true;
     type Rt = AsyncStd;
-    type Guard<'a> = PooledConnection<Manager>;
+    type Guard<'a> = PooledConnection<'a, Manager>;
 
     fn build(setup: &Setup) -> impl Future<Output = Self> + Send {
         std::future::ready(CmapAsyncStd(build(setup)))

@@ -24,7 +24,7 @@ pub struct CmapBlocking(Pool<Manager>);
 impl BlockingPool for CmapBlocking {
     const NAME: &'static str = "cmap-blocking";
     const NATIVE_MIN: bool = true;
-    type Guard<'a> = PooledConnection<Manager>;
+    type Guard<'a> = PooledConnection<'a, Manager>;
 
     fn build(setup: &Setup) -> Self {
         let pool = Pool::builder()

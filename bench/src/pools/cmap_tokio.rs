@@ -30,7 +30,7 @@ impl AsyncPool for CmapTokio {
     const NAME: &'static str = "cmap-tokio";
     const NATIVE_MIN: bool = true;
     type Rt = Tokio;
-    type Guard<'a> = PooledConnection<Manager>;
+    type Guard<'a> = PooledConnection<'a, Manager>;
 
     fn build(setup: &Setup) -> impl Future<Output = Self> + Send {
         std::future::ready(CmapTokio(build(setup, false)))
@@ -47,7 +47,7 @@ impl AsyncPool for CmapTokioEvents {
     const NAME: &'static str = "cmap-tokio+events";
     const NATIVE_MIN: bool = true;
     type Rt = Tokio;
-    type Guard<'a> = PooledConnection<Manager>;
+    type Guard<'a> = PooledConnection<'a, Manager>;
 
     fn build(setup: &Setup) -> impl Future<Output = Self> + Send {
         std::future::ready(CmapTokioEvents(build(setup, true)))
