@@ -8,6 +8,7 @@
 //! cargo run --release -p bench -- spike
 //! cargo run --release -p bench -- events
 //! cargo run --release -p bench -- cycle
+//! cargo run --release -p bench -- pair
 //! cargo run --release -p bench -- list
 //! ```
 //!
@@ -36,6 +37,7 @@ commands:
   spike    50 requests at once on a pool pre-warmed to 5 (connect 150 ms, use 2 ms)
   events   cmap-tokio with a subscriber counting every event vs without
   cycle    ns per uncontended check out + check in, one task, no hold (M = 16)
+  pair     the same loop on two threads at once, pinned to cores 0 and 1
   all      sweep + spike + events; with --out DIR also writes DIR/benchmarks.md
            (its generated section) and DIR/img/*.svg
   list     the pools
@@ -258,12 +260,21 @@ fn events(o: &Options) -> Vec<report::EventPair> {
 /// Every selected pool's uncontended cycle, best of `reps` runs, as a
 /// table (reps default to 1: pass `--reps 5` for steadier figures).
 fn cycles(o: &Options) -> String {
+    cycle_table(o, "cycle", |e| e.cycle)
+}
+
+/// The same on two pinned threads at once (`bench pair`).
+fn pairs(o: &Options) -> String {
+    cycle_table(o, "pair", |e| e.pair)
+}
+
+fn cycle_table(o: &Options, what: &str, measure: impl Fn(&Entry) -> fn(u64) -> f64) -> String {
     let mut table = String::from("| pool | ns per cycle (best) | runs |\n| --- | --: | --- |\n");
     for e in selected(o) {
-        let runs: Vec<f64> = (0..o.reps).map(|_| (e.cycle)(cycle::CYCLES)).collect();
+        let runs: Vec<f64> = (0..o.reps).map(|_| measure(&e)(cycle::CYCLES)).collect();
         let best = runs.iter().copied().fold(f64::INFINITY, f64::min);
         let all: Vec<String> = runs.iter().map(|r| format!("{r:.0}")).collect();
-        eprintln!("  cycle {:<26} {best:>6.0} ns", e.name);
+        eprintln!("  {what} {:<26} {best:>6.0} ns", e.name);
         table.push_str(&format!("| {} | {best:.0} | {} |\n", e.name, all.join(", ")));
     }
     table
@@ -294,6 +305,9 @@ fn run(o: &Options) -> Result<(), String> {
         }
         "cycle" => {
             println!("{}", cycles(o));
+        }
+        "pair" => {
+            println!("{}", pairs(o));
         }
         "all" => {
             eprintln!("sweep");

@@ -30,6 +30,10 @@ pub trait AsyncRt: Clone + Send + Sync + 'static {
     fn yield_now() -> impl Future<Output = ()> + Send;
 
     fn sleep(duration: Duration) -> impl Future<Output = ()> + Send;
+
+    /// Runs `task` to completion on the calling thread (not one of the
+    /// runtime's workers), with the runtime's timers and I/O at hand.
+    fn block_here<T>(&self, task: impl Future<Output = T>) -> T;
 }
 
 /// tokio's multi-thread runtime, built anew for every configuration.
@@ -62,6 +66,10 @@ impl AsyncRt for Tokio {
 
     fn sleep(duration: Duration) -> impl Future<Output = ()> + Send {
         tokio::time::sleep(duration)
+    }
+
+    fn block_here<T>(&self, task: impl Future<Output = T>) -> T {
+        self.0.block_on(task)
     }
 }
 
@@ -106,6 +114,10 @@ impl AsyncRt for Smol {
     async fn sleep(duration: Duration) {
         smol::Timer::after(duration).await;
     }
+
+    fn block_here<T>(&self, task: impl Future<Output = T>) -> T {
+        smol::block_on(task)
+    }
 }
 
 /// async-std: its runtime is process-wide (async-global-executor, one
@@ -132,5 +144,9 @@ impl AsyncRt for AsyncStd {
 
     fn sleep(duration: Duration) -> impl Future<Output = ()> + Send {
         async_std::task::sleep(duration)
+    }
+
+    fn block_here<T>(&self, task: impl Future<Output = T>) -> T {
+        async_std::task::block_on(task)
     }
 }

@@ -158,6 +158,8 @@ pub struct Entry {
     pub spike: fn(&crate::spike::SpikeParams) -> crate::spike::SpikeRound,
     /// Nanoseconds per uncontended cycle (see `cycle.rs`).
     pub cycle: fn(u64) -> f64,
+    /// Nanoseconds per cycle, two pinned threads at once (see `cycle.rs`).
+    pub pair: fn(u64) -> f64,
 }
 
 fn async_entry<P: AsyncPool>() -> Entry {
@@ -167,6 +169,7 @@ fn async_entry<P: AsyncPool>() -> Entry {
         sweep: crate::harness::sweep_async::<P>,
         spike: crate::spike::spike_async::<P>,
         cycle: crate::cycle::cycle_async::<P>,
+        pair: crate::cycle::pair_async::<P>,
     }
 }
 
@@ -177,6 +180,7 @@ fn blocking_entry<P: BlockingPool>() -> Entry {
         sweep: crate::harness::sweep_blocking::<P>,
         spike: crate::spike::spike_blocking::<P>,
         cycle: crate::cycle::cycle_blocking::<P>,
+        pair: crate::cycle::pair_blocking::<P>,
     }
 }
 
