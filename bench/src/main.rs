@@ -38,7 +38,7 @@ commands:
   events   cmap-tokio with a subscriber counting every event vs without
   cycle    ns per uncontended check out + check in, one task, no hold (M = 16)
   pair     the same loop on two threads at once, pinned to cores 0 and 1
-  all      sweep + spike + events; with --out DIR also writes DIR/benchmarks.md
+  all      sweep + spike + events + cycle + pair; with --out DIR also writes DIR/benchmarks.md
            (its generated section) and DIR/img/*.svg
   list     the pools
 
@@ -264,7 +264,7 @@ fn cycles(o: &Options) -> String {
 }
 
 /// The same on two pinned threads at once (`bench pair`).
-fn pairs(o: &Options) -> String {
+fn pair_cycles(o: &Options) -> String {
     cycle_table(o, "pair", |e| e.pair)
 }
 
@@ -307,7 +307,7 @@ fn run(o: &Options) -> Result<(), String> {
             println!("{}", cycles(o));
         }
         "pair" => {
-            println!("{}", pairs(o));
+            println!("{}", pair_cycles(o));
         }
         "all" => {
             eprintln!("sweep");
@@ -322,8 +322,11 @@ fn run(o: &Options) -> Result<(), String> {
             let t2 = Instant::now();
             let pairs = events(o);
             let events_s = t2.elapsed().as_secs_f64();
+            eprintln!("cycle and pair");
             let results = report::Results {
                 options: o.clone(),
+                cycle: cycles(o),
+                pair: pair_cycles(o),
                 samples,
                 spikes,
                 events: pairs,

@@ -61,6 +61,9 @@ pub struct Results {
     pub samples: Vec<Sample>,
     pub spikes: Vec<SpikeResult>,
     pub events: Vec<EventPair>,
+    /// `bench cycle` and `bench pair` tables (see `cycle.rs`).
+    pub cycle: String,
+    pub pair: String,
     pub sweep_s: f64,
     pub spike_s: f64,
     pub events_s: f64,
@@ -638,7 +641,7 @@ to back).\n\n",
         "cargo run --release -p bench -- all --out docs --reps 3   # this section and docs/img/bench-*.svg\n",
     );
     out.push_str(
-        "cargo run --release -p bench -- all --out docs            # the same, one repetition (~3 min)\n",
+        "cargo run --release -p bench -- all --out docs            # the same, one repetition (~4 min)\n",
     );
     out.push_str("cargo run --release -p bench -- sweep            # the sweep only, printed\n");
     out.push_str(
@@ -648,6 +651,9 @@ to back).\n\n",
     out.push_str("cargo run --release -p bench -- events           # the event-path cost only\n");
     out.push_str(
         "cargo run --release -p bench -- cycle --reps 5   # ns per uncontended check out + check in\n",
+    );
+    out.push_str(
+        "cargo run --release -p bench -- pair --reps 5    # the same on two threads pinned to two cores\n",
     );
     out.push_str("cargo run --release -p bench -- help             # every option\n```\n\n");
     let _ = writeln!(
@@ -806,6 +812,21 @@ increment) against cmap-tokio without one, back to back per configuration and re
 the ratio is the median of the per-repetition ratios.\n\n",
         );
         out.push_str(&events_table(&r.events));
+        out.push('\n');
+    }
+
+    if !r.cycle.is_empty() {
+        out.push_str("### One cycle, alone and on two cores\n\n");
+        out.push_str(
+            "ns per check out + check in with no hold (M = 16), best of the runs: one task or \
+thread alone (`bench cycle`: each pool's own per-checkout cost, no second core), then two \
+threads at once pinned to cores 0 and 1 (`bench pair`: the time per cycle of each while the \
+other runs; every line the pool writes crosses between the cores, the regime the sweep at \
+T <= M falls into only some of the time on this machine).\n\n",
+        );
+        out.push_str(&r.cycle);
+        out.push('\n');
+        out.push_str(&r.pair);
         out.push('\n');
     }
 
