@@ -28,70 +28,65 @@ fn setup() -> Setup {
     }
 }
 
+/// `n` check out + check in of an async pool, back to back.
+async fn run_async<P: AsyncPool>(pool: &P, n: u64) {
+    for _ in 0..n {
+        black_box(pool.get().await.expect("a checkout with a connection to spare"));
+    }
+}
+
+/// `n` check out + check in of a blocking pool, back to back.
+fn run_blocking<P: BlockingPool>(pool: &P, n: u64) {
+    for _ in 0..n {
+        black_box(pool.get().expect("a checkout with a connection to spare"));
+    }
+}
+
+/// Nanoseconds per cycle of the second of two rounds of `cycles` (the
+/// first warms up).
+fn second_round(cycles: u64, mut round: impl FnMut(u64)) -> f64 {
+    round(cycles);
+    let began = Instant::now();
+    round(cycles);
+    began.elapsed().as_nanos() as f64 / cycles as f64
+}
+
 /// Nanoseconds per cycle of an async pool, on a one-worker runtime.
 pub fn cycle_async<P: AsyncPool>(cycles: u64) -> f64 {
     let setup = setup();
     P::Rt::block_on(1, |_| async move {
         let pool = P::build(&setup).await;
-        let mut timed = 0.0;
-        for round in 0..2 {
-            let began = Instant::now();
-            for _ in 0..cycles {
-                black_box(pool.get().await.expect("a checkout of an idle pool"));
-            }
-            if round == 1 {
-                timed = began.elapsed().as_nanos() as f64 / cycles as f64;
-            }
-        }
-        timed
+        // The rounds of `second_round`, awaited on the runtime's worker.
+        run_async(&pool, cycles).await;
+        let began = Instant::now();
+        run_async(&pool, cycles).await;
+        began.elapsed().as_nanos() as f64 / cycles as f64
     })
 }
 
 /// Nanoseconds per cycle of a blocking pool, on the calling thread.
 pub fn cycle_blocking<P: BlockingPool>(cycles: u64) -> f64 {
     let pool = P::build(&setup());
-    let mut timed = 0.0;
-    for round in 0..2 {
-        let began = Instant::now();
-        for _ in 0..cycles {
-            black_box(pool.get().expect("a checkout of an idle pool"));
-        }
-        if round == 1 {
-            timed = began.elapsed().as_nanos() as f64 / cycles as f64;
-        }
-    }
-    timed
+    second_round(cycles, |n| run_blocking(&pool, n))
 }
 
-/// Runs `cycle` on two threads pinned to cores 0 and 1, started together;
-/// the wall time of the timed round over `cycles`: nanoseconds per cycle
-/// of each thread while the other runs too.
+/// Runs `cycle` on two threads pinned to cores 0 and 1, released together:
+/// the wall time of the second round over `cycles` is the nanoseconds per
+/// cycle of each thread while the other runs too.
 fn pair(cycles: u64, cycle: impl Fn(u64) + Sync) -> f64 {
     let start = Barrier::new(2);
-    let mut timed = 0.0;
-    for round in 0..2 {
-        let began = std::thread::scope(|s| {
-            let threads: Vec<_> = (0..2)
-                .map(|core| {
-                    let (start, cycle) = (&start, &cycle);
-                    s.spawn(move || {
-                        pin_to_core(core);
-                        start.wait();
-                        cycle(cycles);
-                    })
-                })
-                .collect();
-            let began = Instant::now();
-            for thread in threads {
-                thread.join().expect("a pair thread panicked");
+    second_round(cycles, |n| {
+        std::thread::scope(|s| {
+            for core in 0..2 {
+                let (start, cycle) = (&start, &cycle);
+                s.spawn(move || {
+                    pin_to_core(core);
+                    start.wait();
+                    cycle(n);
+                });
             }
-            began
-        });
-        if round == 1 {
-            timed = began.elapsed().as_nanos() as f64 / cycles as f64;
-        }
-    }
-    timed
+        })
+    })
 }
 
 /// Nanoseconds per cycle of an async pool, two threads at once (see
@@ -100,24 +95,14 @@ pub fn pair_async<P: AsyncPool>(cycles: u64) -> f64 {
     let setup = setup();
     P::Rt::block_on(1, |rt| async move {
         let pool = P::build(&setup).await;
-        pair(cycles, |n| {
-            rt.block_here(async {
-                for _ in 0..n {
-                    black_box(pool.get().await.expect("a checkout with a connection to spare"));
-                }
-            })
-        })
+        pair(cycles, |n| rt.block_here(run_async(&pool, n)))
     })
 }
 
 /// Nanoseconds per cycle of a blocking pool, two threads at once.
 pub fn pair_blocking<P: BlockingPool>(cycles: u64) -> f64 {
     let pool = P::build(&setup());
-    pair(cycles, |n| {
-        for _ in 0..n {
-            black_box(pool.get().expect("a checkout with a connection to spare"));
-        }
-    })
+    pair(cycles, |n| run_blocking(&pool, n))
 }
 
 /// Pins the calling thread to `core`; on a machine with fewer cores, or
