@@ -344,17 +344,17 @@ mod tests {
             Event::ConnectionCheckOutFailed {
                 address: a.clone(),
                 reason: CheckOutFailedReason::ConnectionError,
-                error: CheckOutError::ConnectionError {
+                error: Box::new(CheckOutError::ConnectionError {
                     address: a.clone(),
                     connection_id: ConnectionId(9),
                     source: refused,
-                },
+                }),
                 duration: Duration::from_millis(4),
             },
             Event::ConnectionCheckOutFailed {
                 address: a.clone(),
                 reason: CheckOutFailedReason::Timeout,
-                error: CheckOutError::WaitQueueTimeout { address: a.clone() },
+                error: Box::new(CheckOutError::WaitQueueTimeout { address: a.clone() }),
                 duration: Duration::from_millis(5),
             },
             Event::PoolClosed { address: a.clone() },

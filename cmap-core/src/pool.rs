@@ -763,7 +763,7 @@ impl<C> Pool<C> {
         self.emit(|p| Event::ConnectionCheckOutFailed {
             address: p.address.clone(),
             reason: CheckOutFailedReason::of(&error),
-            error: error.clone(),
+            error: Box::new(error.clone()),
             duration,
         });
         self.push_action(Action::Fail { waiter, error });
