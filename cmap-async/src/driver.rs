@@ -39,7 +39,10 @@ pub(crate) fn lock_slot<C>(slot: &Mutex<Slot<C>>) -> MutexGuard<'_, Slot<C>> {
     slot.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The state behind the pool's lock.
+/// The state behind the pool's lock. The core comes first (`repr(C)`):
+/// its hot fields then share the lock word's cache lines (see
+/// `cmap_core::Pool` and `Shared::inner`).
+#[repr(C)]
 pub(crate) struct Inner<C> {
     pub(crate) core: Core<C>,
     /// Checkouts that did not complete in the input that started them.
@@ -53,8 +56,6 @@ pub(crate) struct Inner<C> {
     /// After a fork: connections up to this id are the parent's, and are
     /// leaked instead of closed (see `Pool::reset_after_fork`).
     pub(crate) inherited: Option<ConnectionId>,
-    /// The latest `now` given to the core (see [`Inner::clock`]).
-    last_now: Option<Instant>,
 }
 
 /// What an input leaves to do once the lock is released.
@@ -153,20 +154,13 @@ impl<C> Inner<C> {
             armed: None,
             last_issued: None,
             inherited: None,
-            last_now: None,
         }
     }
 
     /// The `now` for an input whose clock was read (`read`) before it took
     /// the lock: never earlier than the `now` of an input before it.
-    pub(crate) fn clock(&mut self, read: Instant) -> Instant {
-        match self.last_now {
-            Some(last) if last >= read => last,
-            _ => {
-                self.last_now = Some(read);
-                read
-            }
-        }
+    pub(crate) fn clock(&self, read: Instant) -> Instant {
+        read.max(self.core.now())
     }
 
     /// Drains at most `limit` outputs into `work`; returns whether more

@@ -297,7 +297,7 @@ impl<M: ManageConnection, R: Runtime> Pool<M, R> {
     /// # }
     /// ```
     pub fn stats(&self) -> Stats {
-        self.shared.lock().core.stats().clone()
+        self.shared.lock().core.stats()
     }
 
     /// The server address the pool is for.

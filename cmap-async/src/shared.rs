@@ -7,6 +7,7 @@ use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use cmap_core::{Address, PoolOptions, Pooled};
+use crossbeam_utils::CachePadded;
 use event_listener::Event;
 
 use crate::driver::{Inner, Mine, MoreWork, Work};
@@ -26,8 +27,10 @@ pub(crate) struct Shared<M: ManageConnection, R: Runtime> {
     pub(crate) options: PoolOptions,
     pub(crate) connect_timeout: Option<Duration>,
     /// A plain mutex: it is held only for one input and its drain, never
-    /// across an await, and never while user code runs.
-    inner: Mutex<Inner<M::Connection>>,
+    /// across an await, and never while user code runs. Cache-padded: the
+    /// lock word, then the core's hot fields (see `Inner`), start a fresh
+    /// pair of lines that nothing else shares.
+    inner: CachePadded<Mutex<Inner<M::Connection>>>,
     pub(crate) events: Arc<EventHub>,
     pub(crate) interrupts: Arc<Interrupts>,
     /// Wakes the timer task: its deadline moved earlier, or the pool closed.
@@ -57,7 +60,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
             address,
             options,
             connect_timeout,
-            inner: Mutex::new(Inner::new(core)),
+            inner: CachePadded::new(Mutex::new(Inner::new(core))),
             events,
             interrupts: Arc::default(),
             timer: Event::new(),

@@ -35,33 +35,50 @@ pub(crate) struct InUse {
     pub(crate) interrupted: bool,
 }
 
+/// A cell of the in-use table: a checked-out connection's bookkeeping, or
+/// a free cell that links to the next free one.
+#[derive(Debug, Clone, Copy)]
+enum Cell {
+    Used(InUse),
+    Free { next: usize },
+}
+
+/// Ends the free list of the in-use table.
+const NO_FREE_CELL: usize = usize::MAX;
+
+/// Laid out in declaration order: the fields every check out and check in
+/// write come first, so that they share the cache line of the pool's lock
+/// (see `Pool`).
+#[repr(C)]
 pub(crate) struct ConnectionSet<C> {
     /// A stack: the most recently returned connection is reused first, so
     /// the surplus sinks to the bottom and perishes (psycopg3: LIFO).
     available: Vec<Available<C>>,
-    pending: BTreeMap<ConnectionId, Pending>,
-    /// In-use table indexed by slot; slots are recycled through `free`, so
-    /// checking out and in allocates nothing once warm.
-    in_use: Vec<Option<InUse>>,
-    free: Vec<usize>,
     in_use_count: usize,
+    /// The first free cell of `in_use`; the free cells link to each other,
+    /// so checking out and in allocates nothing once warm and writes no
+    /// second vector.
+    free_head: usize,
+    /// In-use table indexed by slot.
+    in_use: Vec<Cell>,
+    pending: BTreeMap<ConnectionId, Pending>,
 }
 
 impl<C> Default for ConnectionSet<C> {
     fn default() -> Self {
         ConnectionSet {
             available: Vec::new(),
-            pending: BTreeMap::new(),
-            in_use: Vec::new(),
-            free: Vec::new(),
             in_use_count: 0,
+            free_head: NO_FREE_CELL,
+            in_use: Vec::new(),
+            pending: BTreeMap::new(),
         }
     }
 }
 
 impl<C> ConnectionSet<C> {
     pub(crate) fn total(&self) -> usize {
-        self.available.len() + self.pending.len() + self.in_use_count
+        self.available.len() + self.pending.len() + self.in_use_len()
     }
     pub(crate) fn available_len(&self) -> usize {
         self.available.len()
@@ -121,14 +138,17 @@ impl<C> ConnectionSet<C> {
     /// Records a checked-out connection and returns its slot.
     pub(crate) fn insert_in_use(&mut self, entry: InUse) -> usize {
         self.in_use_count += 1;
-        match self.free.pop() {
-            Some(slot) => {
-                self.in_use[slot] = Some(entry);
-                slot
-            }
-            None => {
-                self.in_use.push(Some(entry));
+        match self.free_head {
+            NO_FREE_CELL => {
+                self.in_use.push(Cell::Used(entry));
                 self.in_use.len() - 1
+            }
+            slot => {
+                if let Cell::Free { next } = self.in_use[slot] {
+                    self.free_head = next;
+                }
+                self.in_use[slot] = Cell::Used(entry);
+                slot
             }
         }
     }
@@ -136,11 +156,12 @@ impl<C> ConnectionSet<C> {
     /// Forgets the checked-out connection in `slot`, if it is `id`.
     pub(crate) fn take_in_use(&mut self, slot: usize, id: ConnectionId) -> Option<InUse> {
         let cell = self.in_use.get_mut(slot)?;
-        if cell.is_none_or(|e| e.id != id) {
-            return None;
-        }
-        let entry = cell.take()?;
-        self.free.push(slot);
+        let entry = match *cell {
+            Cell::Used(entry) if entry.id == id => entry,
+            _ => return None,
+        };
+        *cell = Cell::Free { next: self.free_head };
+        self.free_head = slot;
         if !entry.interrupted {
             self.in_use_count -= 1;
         }
@@ -154,10 +175,12 @@ impl<C> ConnectionSet<C> {
         F: FnMut(&InUse) -> bool,
     {
         let mut picked = Vec::new();
-        for entry in self.in_use.iter_mut().flatten() {
-            if !entry.interrupted && pick(entry) {
-                entry.interrupted = true;
-                picked.push(*entry);
+        for cell in &mut self.in_use {
+            if let Cell::Used(entry) = cell {
+                if !entry.interrupted && pick(entry) {
+                    entry.interrupted = true;
+                    picked.push(*entry);
+                }
             }
         }
         self.in_use_count -= picked.len();
@@ -166,6 +189,9 @@ impl<C> ConnectionSet<C> {
     }
 
     pub(crate) fn in_use_entries(&self) -> impl Iterator<Item = &InUse> {
-        self.in_use.iter().flatten()
+        self.in_use.iter().filter_map(|cell| match cell {
+            Cell::Used(entry) => Some(entry),
+            Cell::Free { .. } => None,
+        })
     }
 }

@@ -245,6 +245,10 @@ mod tests {
     /// fields) must box its payload, as `ConnectionCheckOutFailed` does.
     #[test]
     fn an_event_stays_within_72_bytes() {
-        assert!(std::mem::size_of::<Event>() <= 72, "{}", std::mem::size_of::<Event>());
+        assert!(
+            std::mem::size_of::<Event>() <= 72,
+            "{}",
+            std::mem::size_of::<Event>()
+        );
     }
 }
