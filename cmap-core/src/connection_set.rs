@@ -47,8 +47,8 @@ enum Cell {
 const NO_FREE_CELL: usize = usize::MAX;
 
 /// Laid out in declaration order: the fields every check out and check in
-/// write come first, so that they share the cache line of the pool's lock
-/// (see `Pool`).
+/// write come first, so that they share the cache lines of the driver's
+/// lock (see `Pool`).
 #[repr(C)]
 pub(crate) struct ConnectionSet<C> {
     /// A stack: the most recently returned connection is reused first, so

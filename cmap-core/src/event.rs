@@ -142,7 +142,7 @@ pub enum Event {
     ConnectionCheckOutStarted { address: Address },
     /// `ConnectionCheckOutFailedEvent`; `duration` since checkout started.
     /// The error is boxed: a failure is rare, and an inline error would
-    /// double the size of every event (see [`Event`]).
+    /// make every event 120 bytes instead of 72.
     ConnectionCheckOutFailed {
         address: Address,
         reason: CheckOutFailedReason,
