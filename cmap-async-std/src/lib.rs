@@ -85,7 +85,8 @@ pub use async_io::block_on;
 /// - **sleep**: [`async_io::Timer`], the timer both async-std and smol use;
 ///   the async-io reactor fires it whether or not a thread is inside a
 ///   `block_on`.
-/// - **clock**: [`Instant::now`], the clock `Timer` sleeps on.
+/// - **clock**: [`Instant::now`], the clock `Timer` sleeps on, and its
+///   coarse copy for the cheap reads ([`system_coarse_now`]).
 ///
 /// It holds nothing, so any value works from any thread.
 #[derive(Debug, Clone, Copy, Default)]
@@ -105,6 +106,10 @@ impl Runtime for AsyncStdRuntime {
         async move {
             timer.await;
         }
+    }
+
+    fn now_coarse(&self) -> CoarseNow {
+        system_coarse_now()
     }
 }
 

@@ -18,8 +18,9 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use cmap_core::{CheckOut, CheckOutError, Pooled, WaiterId};
+use cmap_core::{CheckOut, CheckOutError, ConnectionId, Pooled, WaiterId};
 
+use crate::clock::CoarseNow;
 use crate::driver::{lock_slot, Mine, SharedSlot, Slot, Work};
 use crate::error::GetError;
 use crate::manager::ManageConnection;
@@ -36,19 +37,32 @@ enum State<C> {
 #[derive(Clone, Copy)]
 enum Limit {
     /// This long from the instant it starts (`None`: no limit). The
-    /// deadline is taken from the very `now` of the check-out input, so a
+    /// deadline is taken from the very `now` of the check-out input (plus
+    /// its lag, when that `now` is a coarse reading: never early), so a
     /// zero timeout still gets an available connection.
     After(Option<Duration>),
     /// Until this instant (`None`: no limit).
     Until(Option<Instant>),
 }
 
+impl Limit {
+    /// The deadline of a checkout that starts at `now`: never earlier than
+    /// the precise clock would have put it.
+    fn deadline(self, now: CoarseNow) -> Option<Instant> {
+        match self {
+            Limit::After(timeout) => timeout.and_then(|t| now.at.checked_add(t)?.checked_add(now.lag)),
+            Limit::Until(deadline) => deadline,
+        }
+    }
+}
+
 /// One checkout from the core.
 struct Checkout<'a, M: ManageConnection, R: Runtime> {
     shared: &'a Shared<M, R>,
     limit: Limit,
-    /// When it started (the `now` of its check-out input).
-    started: Option<Instant>,
+    /// The newest connection the pool had asked for when it started (set
+    /// at the first poll): a connection with a later id was made after.
+    issued_before: Option<ConnectionId>,
     state: State<M::Connection>,
 }
 
@@ -61,16 +75,14 @@ impl<M: ManageConnection, R: Runtime> Future for Checkout<'_, M, R> {
             State::Start => {
                 let mut work = Work::default();
                 let mut mine = Mine::default();
-                let read = shared.rt.now();
+                let read = shared.read_clock();
                 let queued = {
                     let mut inner = shared.lock();
-                    let now = shared.begin(&mut inner, read);
-                    let deadline = match self.limit {
-                        Limit::After(timeout) => timeout.and_then(|t| now.checked_add(t)),
-                        Limit::Until(deadline) => deadline,
-                    };
+                    let read = shared.begin(&mut inner, read, true);
+                    let now = read.at;
+                    let deadline = self.limit.deadline(read);
                     self.limit = Limit::Until(deadline);
-                    self.started = Some(now);
+                    self.issued_before = inner.last_issued;
                     let id = match inner.core.handle_check_out_direct(now, deadline) {
                         CheckOut::Ready(connection) => {
                             mine.outcome = Some(Ok(connection));
@@ -158,21 +170,23 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     /// guard.
     pub(crate) async fn get(&self, timeout: Option<Duration>) -> Result<Pooled<M::Connection>, GetError> {
         let mut limit = Limit::After(timeout);
-        let mut started = None;
+        let mut issued_before = None;
         loop {
             let mut checkout = Checkout {
                 shared: self,
                 limit,
-                started: None,
+                issued_before: None,
                 state: State::Start,
             };
             let pooled = (&mut checkout).await?;
             // Later attempts (after a failed check) keep the first deadline.
             limit = checkout.limit;
-            let started = *started.get_or_insert(checkout.started.unwrap_or_else(|| pooled.created_at()));
+            let issued_before = *issued_before.get_or_insert(checkout.issued_before);
             drop(checkout);
-            // A connection made for this call: its check failing is an error.
-            let fresh = pooled.created_at() >= started;
+            // A connection made for this call: its check failing is an
+            // error. (By id, not by time: a coarse clock gives instants
+            // that tie.)
+            let fresh = Some(pooled.id()) > issued_before;
             let mut checking = Checking {
                 shared: self,
                 conn: Some(pooled),
@@ -216,5 +230,32 @@ impl<M: ManageConnection, R: Runtime> Drop for Checking<'_, M, R> {
             conn.mark_errored();
             self.shared.check_in(conn);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deadline_from_a_coarse_reading_covers_its_lag() {
+        let at = Instant::now();
+        let lag = Duration::from_millis(8);
+        let coarse = CoarseNow { at, lag };
+        let timeout = Duration::from_millis(100);
+        assert_eq!(
+            Limit::After(Some(timeout)).deadline(coarse),
+            Some(at + timeout + lag)
+        );
+        assert_eq!(
+            Limit::After(Some(timeout)).deadline(CoarseNow::exact(at)),
+            Some(at + timeout)
+        );
+        assert_eq!(Limit::After(None).deadline(coarse), None);
+        assert_eq!(
+            Limit::Until(Some(at)).deadline(coarse),
+            Some(at),
+            "a set deadline stays"
+        );
     }
 }

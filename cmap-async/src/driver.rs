@@ -47,6 +47,9 @@ pub(crate) struct Inner<C> {
     pub(crate) core: Core<C>,
     /// Checkouts that did not complete in the input that started them.
     pub(crate) waiters: IdMap<SharedSlot<C>>,
+    /// Whether `waiters` was non-empty when the lock was last released, as
+    /// published to `Shared::waiting` (see `Locked`).
+    pub(crate) waiting_published: bool,
     /// The abort switch of every connection being established.
     pub(crate) establishing: BTreeMap<ConnectionId, Arc<Abort>>,
     /// The deadline the timer task sleeps until (`None`: no deadline).
@@ -150,6 +153,7 @@ impl<C> Inner<C> {
         Inner {
             core,
             waiters: IdMap::default(),
+            waiting_published: false,
             establishing: BTreeMap::new(),
             armed: None,
             last_issued: None,

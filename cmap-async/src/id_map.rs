@@ -90,6 +90,10 @@ impl<T> IdMap<T> {
     pub(crate) fn len(&self) -> usize {
         self.len
     }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
 }
 
 #[cfg(test)]

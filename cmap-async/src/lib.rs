@@ -69,6 +69,7 @@
 
 mod builder;
 mod checkout;
+mod clock;
 mod driver;
 mod error;
 mod establish;
@@ -86,6 +87,7 @@ mod timer;
 mod util;
 
 pub use builder::{default_reconnect, PoolBuilder, ToAddress, DEFAULT_CONNECT_TIMEOUT};
+pub use clock::{system_coarse_now, CoarseNow};
 pub use error::{BuildError, ConnectTimeoutError, EstablishDroppedError, GetError};
 pub use events::{EventStream, Subscription};
 pub use guard::PooledConnection;

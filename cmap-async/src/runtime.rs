@@ -1,8 +1,10 @@
 //! What differs between async runtimes, and nothing else: how to spawn a
-//! detached task and how to sleep until an instant.
+//! detached task, how to sleep until an instant, and which clock to read.
 
 use std::future::Future;
 use std::time::Instant;
+
+use crate::clock::CoarseNow;
 
 /// An async runtime, as the pool needs it. An adapter crate (such as
 /// `cmap-tokio`) implements this and re-exports the rest of this crate.
@@ -62,5 +64,19 @@ pub trait Runtime: Clone + Send + Sync + 'static {
     /// paused time) returns its own.
     fn now(&self) -> Instant {
         Instant::now()
+    }
+
+    /// [`now`](Runtime::now) read cheaply, for the inputs whose instant
+    /// only dates idle and use times: a checkout that finds a connection
+    /// and nobody waiting, a check-in nobody waits for (the pool reads
+    /// `now` whenever a deadline or a waited checkout's duration depends
+    /// on the instant). The default is `now` itself. A runtime whose `now`
+    /// is the system clock may return [`system_coarse_now`]; one whose
+    /// clock can be paused or mocked must not, or idle times would follow
+    /// the wall clock instead of its own.
+    ///
+    /// [`system_coarse_now`]: crate::system_coarse_now
+    fn now_coarse(&self) -> CoarseNow {
+        CoarseNow::exact(self.now())
     }
 }

@@ -1,7 +1,8 @@
 //! The state every handle, guard and task of one pool shares, and the one
 //! way the core is driven: lock, one `handle_*`, drain, unlock, perform.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::Waker;
 use std::time::{Duration, Instant};
@@ -10,6 +11,7 @@ use cmap_core::{Address, PoolOptions, Pooled};
 use crossbeam_utils::CachePadded;
 use event_listener::Event;
 
+use crate::clock::CoarseNow;
 use crate::driver::{Inner, Mine, MoreWork, Work};
 use crate::events::EventHub;
 use crate::interrupt::Interrupts;
@@ -31,6 +33,11 @@ pub(crate) struct Shared<M: ManageConnection, R: Runtime> {
     /// lock word, then the core's hot fields (see `Inner`), start a fresh
     /// pair of lines that nothing else shares.
     inner: CachePadded<Mutex<Inner<M::Connection>>>,
+    /// Whether checkouts wait, as the last input left it: read without
+    /// the lock to choose the clock of the next input (`read_clock`).
+    /// Written only when it changes, so it stays in every core's cache
+    /// while the pool serves without queueing.
+    waiting: AtomicBool,
     pub(crate) events: Arc<EventHub>,
     pub(crate) interrupts: Arc<Interrupts>,
     /// Wakes the timer task: its deadline moved earlier, or the pool closed.
@@ -61,6 +68,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
             options,
             connect_timeout,
             inner: CachePadded::new(Mutex::new(Inner::new(core))),
+            waiting: AtomicBool::new(false),
             events,
             interrupts: Arc::default(),
             timer: Event::new(),
@@ -69,20 +77,54 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         })
     }
 
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Inner<M::Connection>> {
+    pub(crate) fn lock(&self) -> Locked<'_, M::Connection> {
         // The core does not panic; if a panic ever poisoned the lock, the
         // state it protects is still consistent between inputs.
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+        Locked {
+            guard: self.inner.lock().unwrap_or_else(PoisonError::into_inner),
+            waiting: &self.waiting,
+        }
+    }
+
+    /// The clock an input starts with, read before the lock is taken so
+    /// that the lock is never held across a clock read: the runtime's
+    /// cheap reading while no checkout waits (see `Runtime::now_coarse`),
+    /// the precise one otherwise.
+    pub(crate) fn read_clock(&self) -> CoarseNow {
+        if self.waiting.load(Ordering::Relaxed) {
+            CoarseNow::exact(self.rt.now())
+        } else {
+            self.rt.now_coarse()
+        }
     }
 
     /// Starts an input under the lock: events on or off as wanted, and the
-    /// input's `now`: the clock read before taking the lock (`read`, so
-    /// the lock is not held across a clock read), raised to the latest
-    /// `now` an input already gave the core, so inputs reach the core in
-    /// time order and deadlines are never computed from a stale instant.
-    pub(crate) fn begin(&self, inner: &mut Inner<M::Connection>, read: Instant) -> Instant {
+    /// input's `now` and how much it may lag the precise clock.
+    ///
+    /// A coarse `read` is kept only where the instant just dates idle and
+    /// use times: nobody waits and, for a checkout (`checkout`), a
+    /// connection is available. Otherwise (the hint was stale) the precise
+    /// clock is read now, so that deadlines and waited durations are
+    /// exact. The result is raised to the latest `now` an input already
+    /// gave the core, so inputs reach the core in time order and deadlines
+    /// are never computed from a stale instant.
+    pub(crate) fn begin(
+        &self,
+        inner: &mut Inner<M::Connection>,
+        read: CoarseNow,
+        checkout: bool,
+    ) -> CoarseNow {
         inner.core.set_events_enabled(self.events.wanted());
-        inner.clock(read)
+        let coarse_will_do = || inner.waiters.is_empty() && (!checkout || inner.core.status().available > 0);
+        let read = if read.lag.is_zero() || coarse_will_do() {
+            read
+        } else {
+            CoarseNow::exact(self.rt.now())
+        };
+        CoarseNow {
+            at: inner.clock(read.at),
+            lag: read.lag,
+        }
     }
 
     /// Ends an input under the lock: drains at most `limit` outputs and
@@ -103,11 +145,15 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     /// One input: `f` calls one `handle_*`; everything it caused is drained
     /// under the lock and performed after it.
     pub(crate) fn input<T>(&self, f: impl FnOnce(&mut Inner<M::Connection>, Instant) -> T) -> T {
+        self.input_at(CoarseNow::exact(self.rt.now()), f)
+    }
+
+    /// [`Shared::input`] from a clock reading taken by the caller.
+    fn input_at<T>(&self, read: CoarseNow, f: impl FnOnce(&mut Inner<M::Connection>, Instant) -> T) -> T {
         let mut work = Work::default();
-        let read = self.rt.now();
         let out = {
             let mut inner = self.lock();
-            let now = self.begin(&mut inner, read);
+            let now = self.begin(&mut inner, read, false).at;
             let out = f(&mut inner, now);
             self.finish(&mut inner, now, &mut work, &mut Mine::default(), usize::MAX);
             out
@@ -171,7 +217,9 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
 
     /// Gives back a checked-out connection.
     pub(crate) fn check_in(&self, connection: Pooled<M::Connection>) {
-        self.input(|inner, now| inner.check_in(now, connection, &self.interrupts));
+        self.input_at(self.read_clock(), |inner, now| {
+            inner.check_in(now, connection, &self.interrupts)
+        });
     }
 
     /// Takes a checked-out connection out of the pool for good.
@@ -190,5 +238,36 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         self.input(|inner, now| inner.core.handle_close(now));
         // The timer task ends once it sees the pool closed.
         self.timer.notify_additional(1);
+    }
+}
+
+/// The pool's lock, held. Releasing it publishes whether checkouts wait
+/// (`Shared::waiting`) if that changed.
+pub(crate) struct Locked<'a, C> {
+    guard: MutexGuard<'a, Inner<C>>,
+    waiting: &'a AtomicBool,
+}
+
+impl<C> Deref for Locked<'_, C> {
+    type Target = Inner<C>;
+
+    fn deref(&self) -> &Inner<C> {
+        &self.guard
+    }
+}
+
+impl<C> DerefMut for Locked<'_, C> {
+    fn deref_mut(&mut self) -> &mut Inner<C> {
+        &mut self.guard
+    }
+}
+
+impl<C> Drop for Locked<'_, C> {
+    fn drop(&mut self) {
+        let waiting = !self.guard.waiters.is_empty();
+        if waiting != self.guard.waiting_published {
+            self.guard.waiting_published = waiting;
+            self.waiting.store(waiting, Ordering::Relaxed);
+        }
     }
 }

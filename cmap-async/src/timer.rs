@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use cmap_core::PoolState;
 
+use crate::clock::CoarseNow;
 use crate::driver::{Mine, Work};
 use crate::manager::ManageConnection;
 use crate::runtime::Runtime;
@@ -70,10 +71,10 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         // Picks up a log level changed since (cheap: a callsite check).
         self.events.refresh();
         let mut work = Work::default();
-        let read = self.rt.now();
+        let read = CoarseNow::exact(self.rt.now());
         let tick = {
             let mut inner = self.lock();
-            let now = self.begin(&mut inner, read);
+            let now = self.begin(&mut inner, read, false).at;
             let due = inner.core.poll_timeout().filter(|deadline| *deadline <= now);
             if due.is_some() {
                 inner.core.handle_timeout(now);

@@ -9,7 +9,7 @@ use std::task::{Context, Poll, Waker};
 use std::thread;
 use std::time::Instant;
 
-use cmap_async::Runtime;
+use cmap_async::{system_coarse_now, CoarseNow, Runtime};
 
 use crate::block_on::Sleep;
 use crate::workers;
@@ -65,6 +65,11 @@ impl Runtime for ThreadRuntime {
 
     fn sleep_until(&self, deadline: Instant) -> impl Future<Output = ()> + Send + 'static {
         Sleep::until(deadline)
+    }
+
+    /// The system clock's coarse copy: `Sleep` sleeps on the system clock.
+    fn now_coarse(&self) -> CoarseNow {
+        system_coarse_now()
     }
 }
 

@@ -60,6 +60,8 @@ macro_rules! pool_scenarios {
             check_out_check_in_and_reuse,
             a_waiter_gets_the_connection_given_back,
             get_timeout_fires_on_time,
+            an_uncontended_cycle_reads_only_the_cheap_clock,
+            a_waited_checkout_is_timed_on_the_precise_clock,
             an_earlier_deadline_rearms_the_timer,
             wait_queue_timeout_from_the_connection_string,
             clear_fails_waiters_and_closes_stale_connections,

@@ -1,16 +1,18 @@
 //! The few things a test needs of a runtime beyond [`Runtime`]: spawn and
 //! join, sleep, timeout, and waiting for a condition, written once on top
-//! of `Runtime::spawn` and `Runtime::sleep_until`.
+//! of `Runtime::spawn` and `Runtime::sleep_until`; and [`FrozenCoarse`],
+//! a runtime whose cheap clock shows when the pool reads it.
 
 use std::future::Future;
 use std::panic::{resume_unwind, AssertUnwindSafe};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use cmap_async::{Event, EventStream, Runtime};
+use cmap_async::{CoarseNow, Event, EventStream, Runtime};
 use event_listener::{Event as Notify, EventListener};
 use futures_lite::FutureExt;
 
@@ -104,4 +106,61 @@ pub async fn eventually(rt: &impl Runtime, what: &str, mut cond: impl FnMut() ->
 /// The next event of a stream.
 pub async fn next(stream: &mut EventStream) -> Option<Event> {
     futures_lite::StreamExt::next(stream).await
+}
+
+/// Runtime `R` whose cheap clock ([`Runtime::now_coarse`]) stands still
+/// where the runtime was made, with a lag that covers it (so it is still
+/// a valid coarse clock), and which counts its precise reads: an input
+/// that used the cheap clock where it needed the precise one shows as a
+/// wrong instant, and one that read the precise clock where the cheap one
+/// would do shows in the count.
+#[derive(Clone)]
+pub struct FrozenCoarse<R> {
+    inner: R,
+    frozen: Instant,
+    precise_reads: Arc<AtomicUsize>,
+}
+
+impl<R: Default> Default for FrozenCoarse<R> {
+    fn default() -> Self {
+        FrozenCoarse {
+            inner: R::default(),
+            frozen: Instant::now(),
+            precise_reads: Arc::default(),
+        }
+    }
+}
+
+impl<R> FrozenCoarse<R> {
+    /// How many times [`Runtime::now`] was read (by this value and its
+    /// clones).
+    pub fn precise_reads(&self) -> usize {
+        self.precise_reads.load(Ordering::SeqCst)
+    }
+}
+
+impl<R: Runtime> Runtime for FrozenCoarse<R> {
+    fn spawn<F>(&self, future: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.inner.spawn(future);
+    }
+
+    fn sleep_until(&self, deadline: Instant) -> impl Future<Output = ()> + Send + 'static {
+        self.inner.sleep_until(deadline)
+    }
+
+    fn now(&self) -> Instant {
+        self.precise_reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.now()
+    }
+
+    fn now_coarse(&self) -> CoarseNow {
+        // An hour covers any test.
+        CoarseNow {
+            at: self.frozen,
+            lag: Duration::from_secs(3600),
+        }
+    }
 }

@@ -14,7 +14,7 @@ use cmap_async::{
     BuildError, CheckOutError, ConnectTimeoutError, ConnectionId, GetError, Pool, PoolState, Runtime,
 };
 
-use crate::rt::{eventually, next, sleep, spawn, timeout};
+use crate::rt::{eventually, next, sleep, spawn, timeout, FrozenCoarse};
 use crate::{builder, Fake, FakeError, FakePool, Names};
 
 /// Both runtimes of a scenario, made where it starts (inside the runtime).
@@ -78,6 +78,61 @@ pub async fn get_timeout_fires_on_time<R: Runtime + Default, T: Runtime + Defaul
     }
     assert_eq!(pool.status().waiting, 0);
     assert_eq!(pool.stats().requests_timed_out, 3);
+}
+
+/// A checkout served at once and a check-in nobody waits for read only
+/// the runtime's cheap clock: the precise one costs a fifth of a cycle.
+pub async fn an_uncontended_cycle_reads_only_the_cheap_clock<R: Runtime + Default, T: Runtime + Default>() {
+    let rt = FrozenCoarse::<R>::default();
+    let pool = builder()
+        .max_pool_size(2)
+        .build_on(Fake::<FrozenCoarse<R>>::default(), rt.clone())
+        .unwrap();
+    drop(pool.get().await.unwrap()); // the connection is made
+    let before = rt.precise_reads();
+    for _ in 0..1000 {
+        drop(pool.get().await.unwrap());
+    }
+    // The timer task may wake meanwhile; 2,000 reads would be the cycles'.
+    let reads = rt.precise_reads() - before;
+    assert!(reads < 100, "{reads} precise reads in 1,000 cycles");
+    assert_eq!(pool.stats().requests, 1001);
+}
+
+/// The instants that time a wait are precise even where the pool would
+/// otherwise read the cheap clock: the first waiter's start (nobody
+/// waited before it) and the check-in that hands it a connection.
+pub async fn a_waited_checkout_is_timed_on_the_precise_clock<R: Runtime + Default, T: Runtime + Default>() {
+    let t = T::default();
+    let rt = FrozenCoarse::<R>::default();
+    let waited = Arc::new(Mutex::new(Vec::new()));
+    let seen = waited.clone();
+    let pool = builder()
+        .max_pool_size(1)
+        .on_event(move |e| {
+            if let cmap_async::Event::ConnectionCheckedOut { duration, .. } = e {
+                seen.lock().unwrap().push(*duration);
+            }
+        })
+        .build_on(Fake::<FrozenCoarse<R>>::default(), rt.clone())
+        .unwrap();
+    let held = pool.get().await.unwrap();
+    // The last input's instant is this far behind when the waiter comes:
+    // a start taken from it would add this much to the wait.
+    sleep(&t, Duration::from_millis(300)).await;
+    let p = pool.clone();
+    let waiter = spawn(&t, async move { p.get().await.map(|c| c.n) });
+    eventually(&t, "the waiter is queued", || pool.status().waiting == 1).await;
+    sleep(&t, Duration::from_millis(50)).await;
+    drop(held);
+    assert_eq!(waiter.await.unwrap(), 1);
+    let durations = waited.lock().unwrap().clone();
+    assert_eq!(durations.len(), 2, "{durations:?}");
+    assert!(
+        durations[1] >= Duration::from_millis(50) && durations[1] < Duration::from_millis(300),
+        "the waiter waited about 50 ms, not {:?}",
+        durations[1]
+    );
 }
 
 /// The timer sleeps until a far deadline; a nearer one must wake it.

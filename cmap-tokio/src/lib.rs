@@ -44,14 +44,22 @@ use std::future::Future;
 use std::time::Instant;
 
 pub use cmap_async::*;
-use tokio::runtime::Handle;
+use tokio::runtime::{Handle, RuntimeFlavor};
 
 /// The tokio runtime, as the pool uses it: tasks are spawned on a
 /// [`Handle`], so guards may be dropped and pools used from any thread, and
 /// the clock is tokio's, so tests with `tokio::time::pause` work.
+///
+/// On a multi-thread runtime, whose clock cannot be paused, the cheap
+/// reads of the clock (`Runtime::now_coarse`) are the system's coarse
+/// clock ([`system_coarse_now`]); on a current-thread runtime they stay
+/// tokio's clock.
 #[derive(Debug, Clone)]
 pub struct TokioRuntime {
     handle: Handle,
+    /// Whether tokio's clock may be paused here: only a current-thread
+    /// runtime's can (`tokio::time::pause` panics on the others).
+    pausable: bool,
 }
 
 impl TokioRuntime {
@@ -62,7 +70,8 @@ impl TokioRuntime {
     /// let _runtime = cmap_tokio::TokioRuntime::new(rt.handle().clone());
     /// ```
     pub fn new(handle: Handle) -> TokioRuntime {
-        TokioRuntime { handle }
+        let pausable = !matches!(handle.runtime_flavor(), RuntimeFlavor::MultiThread);
+        TokioRuntime { handle, pausable }
     }
 }
 
@@ -93,6 +102,14 @@ impl Runtime for TokioRuntime {
 
     fn now(&self) -> Instant {
         tokio::time::Instant::now().into_std()
+    }
+
+    fn now_coarse(&self) -> CoarseNow {
+        if self.pausable {
+            CoarseNow::exact(self.now())
+        } else {
+            system_coarse_now()
+        }
     }
 }
 

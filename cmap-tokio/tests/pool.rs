@@ -35,3 +35,29 @@ async fn timeouts_follow_tokios_clock_when_it_is_paused() {
     assert_eq!(t0.elapsed(), Duration::from_secs(30));
     assert!(real.elapsed() < Duration::from_secs(5));
 }
+
+#[test]
+fn the_cheap_clock_is_tokios_own_where_time_can_be_paused() {
+    use cmap_tokio::Runtime as _;
+    let current = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let rt = TokioRuntime::new(current.handle().clone());
+    assert_eq!(
+        rt.now_coarse().lag,
+        Duration::ZERO,
+        "a current-thread runtime's clock can be paused"
+    );
+    let multi = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let rt = TokioRuntime::new(multi.handle().clone());
+    let coarse = rt.now_coarse();
+    assert!(coarse.at <= Instant::now());
+    if cfg!(target_os = "linux") {
+        assert!(coarse.lag > Duration::ZERO, "the system's coarse clock on Linux");
+    }
+}
