@@ -50,7 +50,7 @@ impl Limit {
     /// the precise clock would have put it.
     fn deadline(self, now: CoarseNow) -> Option<Instant> {
         match self {
-            Limit::After(timeout) => timeout.and_then(|t| now.at.checked_add(t)?.checked_add(now.lag)),
+            Limit::After(timeout) => timeout.and_then(|t| now.at.checked_add(t.checked_add(now.lag)?)),
             Limit::Until(deadline) => deadline,
         }
     }

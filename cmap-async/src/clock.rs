@@ -47,6 +47,7 @@ pub fn system_coarse_now() -> CoarseNow {
 
 #[cfg(any(target_os = "linux", target_os = "android"))]
 mod imp {
+    use std::cell::Cell;
     use std::sync::OnceLock;
     use std::time::{Duration, Instant};
 
@@ -95,17 +96,36 @@ mod imp {
         }
     }
 
+    thread_local! {
+        /// This thread's last conversion: the coarse clock moves once a
+        /// tick, so most readings convert to the instant just computed.
+        static LAST: Cell<Option<(Timespec, Instant)>> = const { Cell::new(None) };
+    }
+
     pub(super) fn now() -> CoarseNow {
         let anchor = ANCHOR.get_or_init(Anchor::new);
-        // Just after the anchor was taken, the coarse clock may still be
-        // behind it: the anchor's instant is then the reading (still no
-        // later than the precise clock).
-        let since = nanos(clock_gettime(ClockId::MonotonicCoarse)).saturating_sub(anchor.nanos);
-        let at = anchor
-            .instant
-            .checked_add(Duration::from_nanos(since))
-            .unwrap_or(anchor.instant);
+        let ts = clock_gettime(ClockId::MonotonicCoarse);
+        let at = match LAST.get() {
+            Some((last, at)) if last == ts => at,
+            _ => {
+                let at = anchor.convert(ts);
+                LAST.set(Some((ts, at)));
+                at
+            }
+        };
         CoarseNow { at, lag: anchor.lag }
+    }
+
+    impl Anchor {
+        fn convert(&self, ts: Timespec) -> Instant {
+            // Just after the anchor was taken, the coarse clock may still
+            // be behind it: the anchor's instant is then the reading
+            // (still no later than the precise clock).
+            let since = nanos(ts).saturating_sub(self.nanos);
+            self.instant
+                .checked_add(Duration::from_nanos(since))
+                .unwrap_or(self.instant)
+        }
     }
 }
 
