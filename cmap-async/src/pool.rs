@@ -289,6 +289,12 @@ impl<M: ManageConnection, R: Runtime> Pool<M, R> {
 
     /// Counters since the pool was created.
     ///
+    /// `usage_time` is measured on the runtime's cheap clock
+    /// ([`Runtime::now_coarse`]: on Linux, one scheduler tick of
+    /// resolution): a use shorter than a tick counts as zero or as one
+    /// tick, so the total is right on average, not use by use. Waits are
+    /// timed on the precise clock.
+    ///
     /// ```
     /// # use cmap_async::{ManageConnection, Pool, Runtime};
     /// # fn run<M: ManageConnection, R: Runtime>(pool: &Pool<M, R>) {
