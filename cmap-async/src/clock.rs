@@ -5,7 +5,7 @@
 //! `clock_gettime` with its seqlock and TSC scaling), two reads per
 //! check out and check in: a third of an uncontended cycle. Linux keeps a
 //! coarse copy of the same clock, updated at every scheduler tick
-//! (`CLOCK_MONOTONIC_COARSE`, about 2 ns to read), which is all a
+//! (`CLOCK_MONOTONIC_COARSE`, about 5 ns to read through glibc), which is all a
 //! maxIdleTime check or a usage counter needs. Deadlines and the durations
 //! of waited checkouts keep the precise clock (see `Shared::read_clock`).
 
