@@ -266,13 +266,29 @@ impl<C> Pool<C> {
             }
             None => {
                 meta.last_used = self.now;
-                self.conns.push_available(Available { meta, conn });
-                if !self.queue.is_empty() {
-                    self.serve_queue();
+                let available = Available { meta, conn };
+                if self.queue.is_empty() || self.state != PoolState::Ready {
+                    self.conns.push_available(available);
+                } else {
+                    self.hand_to_queue(available);
                 }
             }
         }
         Ok(())
+    }
+
+    /// A connection just checked in and judged fit, while checkouts wait:
+    /// the oldest waiter gets it. The same as making it available and
+    /// serving the queue (the available stack is last in, first out, so
+    /// that serves this very connection first), without the push, the pop
+    /// and a second perish check.
+    fn hand_to_queue(&mut self, available: Available<C>) {
+        let Some((id, waiter)) = self.queue.pop_front() else {
+            return self.conns.push_available(available);
+        };
+        self.forget_request_of(&waiter);
+        self.deliver(id, waiter.started_at, available);
+        self.serve_queue();
     }
 
     /// Takes a checked-out connection out of the pool for good: it stops
