@@ -101,14 +101,21 @@ impl WaitQueue {
     pub(crate) fn remove(&mut self, id: WaiterId) -> Option<Waiter> {
         let at = self.index(id)?;
         let waiter = self.slots[at].1.take()?;
+        self.forget(id, &waiter);
+        Some(waiter)
+    }
+
+    /// Accounts for a waiter just taken out of `slots`.
+    fn forget(&mut self, id: WaiterId, waiter: &Waiter) {
         self.len -= 1;
         if let Some(deadline) = waiter.deadline {
-            if !self.ordered.remove(&(deadline, id)) && self.fifo.front() == Some(&(deadline, id)) {
+            if self.fifo.front() == Some(&(deadline, id)) {
                 self.fifo.pop_front();
+            } else {
+                self.ordered.remove(&(deadline, id));
             }
         }
         self.tidy();
-        Some(waiter)
     }
 
     /// Drops tombstones at the fronts, and compacts when they dominate.
@@ -122,8 +129,11 @@ impl WaitQueue {
         if self.slots.len() > 2 * self.len + 32 {
             self.slots.retain(|(_, w)| w.is_some());
         }
+        let first = self.slots.front().map(|(id, _)| *id);
         while let Some(&(_, id)) = self.fifo.front() {
-            if self.contains(id) {
+            // The front of `slots` is live: no search for the usual
+            // deadline, the oldest waiter's.
+            if Some(id) == first || self.contains(id) {
                 break;
             }
             self.fifo.pop_front();
@@ -141,8 +151,15 @@ impl WaitQueue {
 
     /// The longest-waiting checkout.
     pub(crate) fn pop_front(&mut self) -> Option<(WaiterId, Waiter)> {
-        let id = self.slots.front()?.0;
-        self.remove(id).map(|w| (id, w))
+        // The front entry is live (see `slots`): no search. A tombstone
+        // found there anyway is skipped, not returned.
+        loop {
+            let (id, waiter) = self.slots.pop_front()?;
+            if let Some(waiter) = waiter {
+                self.forget(id, &waiter);
+                return Some((id, waiter));
+            }
+        }
     }
 
     /// The earliest (deadline, id) of any queued checkout.
@@ -223,6 +240,37 @@ mod tests {
         assert!(q.remove(WaiterId(3)).is_none());
         let order: Vec<u64> = std::iter::from_fn(|| q.pop_front().map(|(id, _)| id.0)).collect();
         assert_eq!(order, [1, 2, 4, 5]);
+    }
+
+    #[test]
+    fn popping_the_front_keeps_the_next_deadline_exact() {
+        let t0 = crate::test_clock::origin();
+        let ms = |m: u64| t0 + Duration::from_millis(m);
+        let mut q = WaitQueue::default();
+        // Deadlines 10, 20, 30 and 40 in arrival order (the FIFO), 5 out of
+        // order (the ordered set), and none.
+        let deadlines = [Some(10), Some(20), Some(5), Some(30), None, Some(40)];
+        for (i, d) in deadlines.iter().enumerate() {
+            q.push(WaiterId(i as u64 + 1), waiter(t0, *d));
+        }
+        // A cancelled waiter's deadline must not linger as the next one.
+        assert!(q.remove(WaiterId(4)).is_some());
+        let mut rest: Vec<(u64, Option<u64>)> = vec![
+            (1, Some(10)),
+            (2, Some(20)),
+            (3, Some(5)),
+            (5, None),
+            (6, Some(40)),
+        ];
+        while !rest.is_empty() {
+            let expected = rest.iter().filter_map(|(_, d)| *d).min().map(ms);
+            assert_eq!(q.next_deadline(), expected, "waiting: {rest:?}");
+            let (id, _) = q.pop_front().expect("a waiter is left");
+            assert_eq!(id.0, rest.remove(0).0, "oldest first");
+            assert_eq!(q.len(), rest.len());
+        }
+        assert!(q.pop_front().is_none());
+        assert_eq!(q.next_deadline(), None);
     }
 
     #[test]
