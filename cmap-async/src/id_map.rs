@@ -71,8 +71,17 @@ impl<T> IdMap<T> {
     }
 
     pub(crate) fn remove(&mut self, id: &WaiterId) -> Option<T> {
-        let at = self.index(*id).ok()?;
-        let value = self.slots[at].1.take()?;
+        let value = if self
+            .slots
+            .front()
+            .is_some_and(|(first, v)| first == id && v.is_some())
+        {
+            // The usual case: waiters are served oldest first.
+            self.slots.pop_front().and_then(|(_, v)| v)?
+        } else {
+            let at = self.index(*id).ok()?;
+            self.slots[at].1.take()?
+        };
         self.len -= 1;
         while self.slots.front().is_some_and(|(_, v)| v.is_none()) {
             self.slots.pop_front();
