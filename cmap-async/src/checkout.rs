@@ -75,6 +75,9 @@ impl<M: ManageConnection, R: Runtime> Future for Checkout<'_, M, R> {
             State::Start => {
                 let mut work = Work::default();
                 let mut mine = Mine::default();
+                // Made outside the lock when this checkout will likely wait
+                // (dropped unused if it does not).
+                let mut spare = shared.likely_to_wait().then(|| new_slot(cx));
                 let read = shared.read_clock();
                 let queued = {
                     let mut inner = shared.lock();
@@ -95,7 +98,7 @@ impl<M: ManageConnection, R: Runtime> Future for Checkout<'_, M, R> {
                     mine.id = id;
                     shared.finish(&mut inner, now, &mut work, &mut mine, usize::MAX);
                     id.filter(|_| mine.outcome.is_none()).map(|id| {
-                        let slot = Arc::new(Mutex::new(Slot::Waiting(Some(cx.waker().clone()))));
+                        let slot = spare.take().unwrap_or_else(|| new_slot(cx));
                         inner.waiters.insert(id, slot.clone());
                         (id, slot)
                     })
@@ -137,6 +140,11 @@ impl<M: ManageConnection, R: Runtime> Future for Checkout<'_, M, R> {
             State::Done => panic!("checkout polled after completion"),
         }
     }
+}
+
+/// The slot of a checkout that waits, holding the waker of its first poll.
+fn new_slot<C>(cx: &Context<'_>) -> SharedSlot<C> {
+    Arc::new(Mutex::new(Slot::Waiting(Some(cx.waker().clone()))))
 }
 
 impl<M: ManageConnection, R: Runtime> Drop for Checkout<'_, M, R> {

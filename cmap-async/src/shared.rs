@@ -86,6 +86,13 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         }
     }
 
+    /// Whether checkouts waited when the lock was last released: a hint,
+    /// read without the lock. A checkout that arrives then is queued
+    /// behind them, so it makes its slot before taking the lock.
+    pub(crate) fn likely_to_wait(&self) -> bool {
+        self.waiting.load(Ordering::Relaxed)
+    }
+
     /// The clock an input starts with, read before the lock is taken so
     /// that the lock is never held across a clock read: the runtime's
     /// cheap reading while no checkout waits (see `Runtime::now_coarse`),
