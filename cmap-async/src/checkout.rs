@@ -3,8 +3,9 @@
 //!
 //! A checkout starts at its first poll. If the core serves it in that same
 //! input (a connection is available), the connection is returned at once:
-//! no slot, no waker. Otherwise it waits in a slot under the pool's lock,
-//! completed by whichever input drains its `Deliver` or `Fail`. Its
+//! no slot, no waker. Otherwise it waits in a slot, completed by whichever
+//! input drains its `Deliver` or `Fail` (once that input's lock is
+//! released and its events are out). Its
 //! deadline is the core's: the timer task fails it on time.
 //!
 //! Dropped while queued, it cancels its waiter; dropped after its
@@ -165,8 +166,8 @@ impl<M: ManageConnection, R: Runtime> Drop for Checkout<'_, M, R> {
                     // completion removes the slot under this lock).
                     let _ = inner.core.handle_cancel(now, id);
                 }
-                // Otherwise an input completed it since, and checked its
-                // connection back in.
+                // Otherwise an input completed it since: finding the slot
+                // taken, it checks the connection back in.
             }),
         }
     }

@@ -1,11 +1,12 @@
 //! What lives under the pool's lock, and the drain that turns the core's
 //! outputs into [`Work`] to do once the lock is released.
 //!
-//! Under the lock only bookkeeping happens: a delivery or failure is put
-//! in its waiter's slot, an establishment gets its abort switch, the
-//! input's events are taken into its outbox (`events::Outbox`). Waking,
-//! spawning, closing and event delivery happen after the lock is released
-//! (`Shared::perform`).
+//! Under the lock only bookkeeping happens: a delivery or failure is
+//! taken from its waiter's entry (so no other input can cancel or complete
+//! it), an establishment gets its abort switch, the input's events are
+//! taken into its outbox (`events::Outbox`). Event delivery, then filling
+//! the waiters' slots and waking them, spawning and closing happen after
+//! the lock is released (`Shared::perform`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -35,6 +36,11 @@ pub(crate) enum Slot<C> {
 /// lock.
 pub(crate) type SharedSlot<C> = Arc<Mutex<Slot<C>>>;
 
+/// A queued checkout's outcome on its way to its slot: decided under the
+/// pool's lock (its waiter is gone from `Inner::waiters` then), put in the
+/// slot once the lock is released and the input's events are out.
+pub(crate) type Fill<C> = (SharedSlot<C>, Result<Pooled<C>, CheckOutError>);
+
 pub(crate) fn lock_slot<C>(slot: &Mutex<Slot<C>>) -> MutexGuard<'_, Slot<C>> {
     slot.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -63,13 +69,15 @@ pub(crate) struct Inner<C> {
 
 /// What an input leaves to do once the lock is released.
 ///
-/// Most inputs (a served checkout, a check-in) leave nothing, or one waker
-/// (a check-in handing its connection to the oldest waiter): that much is
-/// kept inline, and everything rarer in a box built on first use, so the
-/// common input builds and drops no vector.
+/// Most inputs (a served checkout, a check-in) leave nothing, or one
+/// outcome for a waiting checkout (a check-in handing its connection to the
+/// oldest waiter): that much is kept inline, and everything rarer in a box
+/// built on first use, so the common input builds and drops no vector.
 pub(crate) struct Work<'a, C> {
-    /// The first waker to wake.
-    pub(crate) wake: Option<Waker>,
+    /// The first outcome to put in its slot, when it is a connection (the
+    /// common case: a check-in handing its connection to the oldest
+    /// waiter), kept small; any other outcome goes to `more`.
+    pub(crate) served: Option<(SharedSlot<C>, Pooled<C>)>,
     pub(crate) more: Option<Box<MoreWork<C>>>,
     pub(crate) interrupt: bool,
     pub(crate) rearm: bool,
@@ -79,8 +87,9 @@ pub(crate) struct Work<'a, C> {
 
 /// The rarer part of [`Work`].
 pub(crate) struct MoreWork<C> {
-    /// Wakers after the first, in order.
-    pub(crate) wake: Vec<Waker>,
+    /// Outcomes after `Work::served` (or all of them, if the first is a
+    /// failure), in order.
+    pub(crate) fill: Vec<Fill<C>>,
     pub(crate) establish: Vec<(ConnectionId, Arc<Abort>)>,
     pub(crate) close: Vec<C>,
     pub(crate) abort: Vec<Arc<Abort>>,
@@ -89,7 +98,7 @@ pub(crate) struct MoreWork<C> {
 impl<C> Default for Work<'_, C> {
     fn default() -> Self {
         Work {
-            wake: None,
+            served: None,
             more: None,
             interrupt: false,
             rearm: false,
@@ -102,7 +111,7 @@ impl<C> Work<'_, C> {
     /// Nothing to do after the lock: the common served checkout or
     /// check-in nobody waited for.
     pub(crate) fn is_empty(&self) -> bool {
-        self.wake.is_none()
+        self.served.is_none()
             && self.more.is_none()
             && !self.interrupt
             && !self.rearm
@@ -112,7 +121,7 @@ impl<C> Work<'_, C> {
     fn more(&mut self) -> &mut MoreWork<C> {
         self.more.get_or_insert_with(|| {
             Box::new(MoreWork {
-                wake: Vec::new(),
+                fill: Vec::new(),
                 establish: Vec::new(),
                 close: Vec::new(),
                 abort: Vec::new(),
@@ -120,11 +129,13 @@ impl<C> Work<'_, C> {
         })
     }
 
-    /// Wakes `waker` once the lock is released, after the wakers before it.
-    pub(crate) fn wake(&mut self, waker: Waker) {
-        match self.wake {
-            None => self.wake = Some(waker),
-            Some(_) => self.more().wake.push(waker),
+    /// Puts an outcome in its slot once the lock is released, after the
+    /// outcomes before it.
+    fn fill(&mut self, (slot, outcome): Fill<C>) {
+        let first = self.served.is_none() && self.more.as_ref().is_none_or(|more| more.fill.is_empty());
+        match outcome {
+            Ok(connection) if first => self.served = Some((slot, connection)),
+            outcome => self.more().fill.push((slot, outcome)),
         }
     }
 }
@@ -269,27 +280,18 @@ impl<C> Inner<C> {
             mine.outcome = Some(outcome);
             return;
         }
-        let outcome = match self.waiters.remove(&waiter) {
-            Some(slot) => {
-                let mut slot = lock_slot(&slot);
-                match &mut *slot {
-                    Slot::Waiting(waker) => {
-                        if let Some(waker) = waker.take() {
-                            work.wake(waker);
-                        }
-                        *slot = Slot::Done(outcome);
-                        return;
-                    }
-                    // Its future is being dropped, and cancels nothing.
-                    Slot::Done(_) | Slot::Taken => outcome,
-                }
-            }
+        match self.waiters.remove(&waiter) {
+            // Its slot is filled after the lock (see `Fill`): its cache
+            // line, last touched by the waiting task, stays off the lock's
+            // critical section.
+            Some(slot) => work.fill((slot, outcome)),
             // Every queued checkout has a slot from the input that queued
             // it, so this does not happen; if it did, nothing is lost.
-            None => outcome,
-        };
-        if let Ok(connection) = outcome {
-            let _ = self.core.handle_check_in(now, connection);
+            None => {
+                if let Ok(connection) = outcome {
+                    let _ = self.core.handle_check_in(now, connection);
+                }
+            }
         }
     }
 

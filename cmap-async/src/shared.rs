@@ -4,7 +4,6 @@
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
-use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use cmap_core::{Address, PoolOptions, Pooled};
@@ -12,7 +11,7 @@ use crossbeam_utils::CachePadded;
 use event_listener::Event;
 
 use crate::clock::CoarseNow;
-use crate::driver::{Inner, Mine, MoreWork, Work};
+use crate::driver::{lock_slot, Fill, Inner, Mine, MoreWork, Slot, Work};
 use crate::events::EventHub;
 use crate::interrupt::Interrupts;
 use crate::manager::ManageConnection;
@@ -175,7 +174,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
             return;
         }
         let Work {
-            wake: first,
+            served,
             more,
             interrupt,
             rearm,
@@ -184,12 +183,12 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         let mut later = Vec::new();
         if let Some(more) = more {
             let MoreWork {
-                wake,
+                fill,
                 establish,
                 close,
                 abort,
             } = *more;
-            later = wake;
+            later = fill;
             for (id, abort) in establish {
                 self.spawn_establish(id, abort);
             }
@@ -213,12 +212,35 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         }
         events.deliver();
         // After the events: a checkout served or failed by this input must
-        // not return before its `ConnectionCheckedOut` or
+        // not see its outcome before its `ConnectionCheckedOut` or
         // `ConnectionCheckOutFailed` (and log message) is out, as the
         // spec emits them before the checkout returns.
-        if let Some(first) = first {
-            first.wake();
-            later.into_iter().for_each(Waker::wake);
+        if let Some((slot, connection)) = served {
+            self.fill((slot, Ok(connection)));
+        }
+        later.into_iter().for_each(|fill| self.fill(fill));
+    }
+
+    /// Puts a waiting checkout's outcome in its slot and wakes it; if its
+    /// future was dropped meanwhile (it found its waiter already gone, so
+    /// it cancelled nothing), a connection goes back to the pool.
+    fn fill(&self, (slot, outcome): Fill<M::Connection>) {
+        let mut state = lock_slot(&slot);
+        match &mut *state {
+            Slot::Waiting(waker) => {
+                let waker = waker.take();
+                *state = Slot::Done(outcome);
+                drop(state);
+                if let Some(waker) = waker {
+                    waker.wake();
+                }
+            }
+            Slot::Done(_) | Slot::Taken => {
+                drop(state);
+                if let Ok(connection) = outcome {
+                    self.check_in(connection);
+                }
+            }
         }
     }
 

@@ -83,6 +83,7 @@ macro_rules! pool_scenarios {
             a_zero_timeout_takes_an_available_connection_or_fails_at_once,
             concurrent_inputs_never_reorder_events,
             a_callback_may_call_into_its_pool,
+            a_checkout_dropped_as_its_connection_arrives_gives_it_back,
             subscribing_and_unsubscribing_take_effect_at_once,
             reset_after_fork_clears_restarts_the_timer_and_leaks_old_connections,
         );

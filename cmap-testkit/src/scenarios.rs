@@ -4,14 +4,16 @@
 //! `#[test]`s for one runtime.
 
 use std::error::Error as _;
-use std::future::Future as _;
-use std::sync::atomic::Ordering;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::task::Poll;
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use cmap_async::{
-    BuildError, CheckOutError, ConnectTimeoutError, ConnectionId, GetError, Pool, PoolState, Runtime,
+    BuildError, CheckOutError, ConnectTimeoutError, ConnectionId, GetError, Pool, PoolState,
+    PooledConnection, Runtime,
 };
 
 use crate::rt::{eventually, next, sleep, spawn, timeout, FrozenCoarse};
@@ -734,6 +736,55 @@ pub async fn a_callback_may_call_into_its_pool<R: Runtime + Default, T: Runtime 
         ]
     );
     // The callback holds a handle: close explicitly.
+    pool.close();
+}
+
+/// A queued checkout dropped after an input handed it a connection, but
+/// before that outcome reached it (here: from the event callback, which
+/// runs in between), gives the connection back: nothing is lost.
+pub async fn a_checkout_dropped_as_its_connection_arrives_gives_it_back<
+    R: Runtime + Default,
+    T: Runtime + Default,
+>() {
+    type Parked<R> =
+        Pin<Box<dyn Future<Output = Result<PooledConnection<'static, Fake<R>>, GetError>> + Send>>;
+    let (m, _t) = runtimes::<R, T>();
+    let parked: Arc<Mutex<Option<Parked<R>>>> = Arc::default();
+    let dropped = Arc::new(AtomicBool::new(false));
+    let (p, d) = (parked.clone(), dropped.clone());
+    let pool = builder()
+        .max_pool_size(1)
+        .on_event(move |e| {
+            // Only the parked checkout's delivery finds one parked.
+            if e.name() == "ConnectionCheckedOut" {
+                if let Some(waiting) = p.lock().unwrap().take() {
+                    drop(waiting);
+                    d.store(true, Ordering::SeqCst);
+                }
+            }
+        })
+        .build(m)
+        .unwrap();
+    let held = pool.get().await.unwrap();
+    let mut waiting: Parked<R> = Box::pin(pool.get_owned());
+    let mut cx = Context::from_waker(Waker::noop());
+    assert!(waiting.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(pool.status().waiting, 1);
+    *parked.lock().unwrap() = Some(waiting);
+    drop(held);
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "the callback dropped the checkout"
+    );
+    let s = pool.status();
+    assert_eq!(
+        (s.total, s.in_use, s.available, s.waiting),
+        (1, 0, 1, 0),
+        "the connection handed to the dropped checkout is back"
+    );
+    let again = pool.get().await.unwrap();
+    assert_eq!(again.n, 1, "and it is the same connection");
+    drop(again);
     pool.close();
 }
 
