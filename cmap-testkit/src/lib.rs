@@ -84,6 +84,7 @@ macro_rules! pool_scenarios {
             concurrent_inputs_never_reorder_events,
             a_callback_may_call_into_its_pool,
             a_checkout_dropped_as_its_connection_arrives_gives_it_back,
+            a_waiting_checkout_completes_only_after_its_event_is_out,
             subscribing_and_unsubscribing_take_effect_at_once,
             reset_after_fork_clears_restarts_the_timer_and_leaks_old_connections,
         );

@@ -788,6 +788,65 @@ pub async fn a_checkout_dropped_as_its_connection_arrives_gives_it_back<
     pool.close();
 }
 
+/// A queued checkout does not complete before its `ConnectionCheckedOut`
+/// is delivered, even when polled while the input that served it is
+/// still delivering events (here: from the callback of the event before).
+pub async fn a_waiting_checkout_completes_only_after_its_event_is_out<
+    R: Runtime + Default,
+    T: Runtime + Default,
+>() {
+    type Parked<R> =
+        Pin<Box<dyn Future<Output = Result<PooledConnection<'static, Fake<R>>, GetError>> + Send>>;
+    let (m, _t) = runtimes::<R, T>();
+    let parked: Arc<Mutex<Option<Parked<R>>>> = Arc::default();
+    let seen: Arc<Mutex<Vec<&'static str>>> = Arc::default();
+    let (p, s) = (parked.clone(), seen.clone());
+    let pool = builder()
+        .max_pool_size(1)
+        .on_event(move |e| {
+            if e.name() == "ConnectionCheckedIn" {
+                // The check-in that serves the parked checkout: poll it
+                // before its ConnectionCheckedOut, which comes next.
+                let mut parked = p.lock().unwrap();
+                if let Some(waiting) = parked.as_mut() {
+                    let mut cx = Context::from_waker(Waker::noop());
+                    let state = match waiting.as_mut().poll(&mut cx) {
+                        Poll::Pending => "pending",
+                        Poll::Ready(_) => {
+                            // Never polled again; its connection goes back
+                            // once the lock on `parked` is released.
+                            let done = parked.take();
+                            drop(parked);
+                            drop(done);
+                            "completed"
+                        }
+                    };
+                    s.lock().unwrap().push(state);
+                }
+            }
+        })
+        .build(m)
+        .unwrap();
+    let held = pool.get().await.unwrap();
+    let mut waiting: Parked<R> = Box::pin(pool.get_owned());
+    let mut cx = Context::from_waker(Waker::noop());
+    assert!(waiting.as_mut().poll(&mut cx).is_pending());
+    *parked.lock().unwrap() = Some(waiting);
+    drop(held);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        ["pending"],
+        "polled before its ConnectionCheckedOut, the checkout must still wait"
+    );
+    let mut waiting = parked.lock().unwrap().take().unwrap();
+    let Poll::Ready(Ok(conn)) = waiting.as_mut().poll(&mut cx) else {
+        panic!("served once its events are out");
+    };
+    assert_eq!(conn.n, 1);
+    drop(conn);
+    pool.close();
+}
+
 /// `reset_after_fork` (called here without a fork, as a forked child
 /// would): the pool is cleared and ready again, the connections it had are
 /// leaked rather than dropped (their sockets would be the parent's), one
