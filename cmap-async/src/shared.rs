@@ -218,7 +218,10 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         if let Some((slot, connection)) = served {
             self.fill((slot, Ok(connection)));
         }
-        later.into_iter().for_each(|fill| self.fill(fill));
+        // Rare (a clear or close failing waiters): no iterator otherwise.
+        if !later.is_empty() {
+            later.into_iter().for_each(|fill| self.fill(fill));
+        }
     }
 
     /// Puts a waiting checkout's outcome in its slot and wakes it; if its
