@@ -739,6 +739,28 @@ pub async fn a_callback_may_call_into_its_pool<R: Runtime + Default, T: Runtime 
     pool.close();
 }
 
+/// A `get_owned()` future kept aside, for an event callback to poll or
+/// drop while the pool delivers events.
+type Parked<R> = Pin<Box<dyn Future<Output = Result<PooledConnection<'static, Fake<R>>, GetError>> + Send>>;
+type ParkedSlot<R> = Arc<Mutex<Option<Parked<R>>>>;
+
+/// Checks out the pool's one connection, and parks in `parked` a checkout
+/// queued behind it (polled once); returns the connection held.
+async fn hold_and_park<'a, R: Runtime>(
+    pool: &'a FakePool<R>,
+    parked: &ParkedSlot<R>,
+) -> PooledConnection<'a, Fake<R>> {
+    let held = pool.get().await.unwrap();
+    let mut waiting: Parked<R> = Box::pin(pool.get_owned());
+    assert!(waiting
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+        .is_pending());
+    assert_eq!(pool.status().waiting, 1);
+    *parked.lock().unwrap() = Some(waiting);
+    held
+}
+
 /// A queued checkout dropped after an input handed it a connection, but
 /// before that outcome reached it (here: from the event callback, which
 /// runs in between), gives the connection back: nothing is lost.
@@ -746,10 +768,8 @@ pub async fn a_checkout_dropped_as_its_connection_arrives_gives_it_back<
     R: Runtime + Default,
     T: Runtime + Default,
 >() {
-    type Parked<R> =
-        Pin<Box<dyn Future<Output = Result<PooledConnection<'static, Fake<R>>, GetError>> + Send>>;
     let (m, _t) = runtimes::<R, T>();
-    let parked: Arc<Mutex<Option<Parked<R>>>> = Arc::default();
+    let parked: ParkedSlot<R> = Arc::default();
     let dropped = Arc::new(AtomicBool::new(false));
     let (p, d) = (parked.clone(), dropped.clone());
     let pool = builder()
@@ -765,12 +785,7 @@ pub async fn a_checkout_dropped_as_its_connection_arrives_gives_it_back<
         })
         .build(m)
         .unwrap();
-    let held = pool.get().await.unwrap();
-    let mut waiting: Parked<R> = Box::pin(pool.get_owned());
-    let mut cx = Context::from_waker(Waker::noop());
-    assert!(waiting.as_mut().poll(&mut cx).is_pending());
-    assert_eq!(pool.status().waiting, 1);
-    *parked.lock().unwrap() = Some(waiting);
+    let held = hold_and_park(&pool, &parked).await;
     drop(held);
     assert!(
         dropped.load(Ordering::SeqCst),
@@ -795,10 +810,8 @@ pub async fn a_waiting_checkout_completes_only_after_its_event_is_out<
     R: Runtime + Default,
     T: Runtime + Default,
 >() {
-    type Parked<R> =
-        Pin<Box<dyn Future<Output = Result<PooledConnection<'static, Fake<R>>, GetError>> + Send>>;
     let (m, _t) = runtimes::<R, T>();
-    let parked: Arc<Mutex<Option<Parked<R>>>> = Arc::default();
+    let parked: ParkedSlot<R> = Arc::default();
     let seen: Arc<Mutex<Vec<&'static str>>> = Arc::default();
     let (p, s) = (parked.clone(), seen.clone());
     let pool = builder()
@@ -827,11 +840,7 @@ pub async fn a_waiting_checkout_completes_only_after_its_event_is_out<
         })
         .build(m)
         .unwrap();
-    let held = pool.get().await.unwrap();
-    let mut waiting: Parked<R> = Box::pin(pool.get_owned());
-    let mut cx = Context::from_waker(Waker::noop());
-    assert!(waiting.as_mut().poll(&mut cx).is_pending());
-    *parked.lock().unwrap() = Some(waiting);
+    let held = hold_and_park(&pool, &parked).await;
     drop(held);
     assert_eq!(
         *seen.lock().unwrap(),
@@ -839,7 +848,7 @@ pub async fn a_waiting_checkout_completes_only_after_its_event_is_out<
         "polled before its ConnectionCheckedOut, the checkout must still wait"
     );
     let mut waiting = parked.lock().unwrap().take().unwrap();
-    let Poll::Ready(Ok(conn)) = waiting.as_mut().poll(&mut cx) else {
+    let Poll::Ready(Ok(conn)) = waiting.as_mut().poll(&mut Context::from_waker(Waker::noop())) else {
         panic!("served once its events are out");
     };
     assert_eq!(conn.n, 1);
