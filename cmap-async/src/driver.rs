@@ -281,9 +281,9 @@ impl<C> Inner<C> {
             return;
         }
         match self.waiters.remove(&waiter) {
-            // Its slot is filled after the lock (see `Fill`): its cache
-            // line, last touched by the waiting task, stays off the lock's
-            // critical section.
+            // Its slot is filled once the lock is released and this
+            // input's events are out (see `Fill`): the checkout cannot
+            // complete before its event is delivered.
             Some(slot) => work.fill((slot, outcome)),
             // Every queued checkout has a slot from the input that queued
             // it, so this does not happen; if it did, nothing is lost.
