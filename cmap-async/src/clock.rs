@@ -85,6 +85,16 @@ mod imp {
                 Duration::from_nanos(nanos_or(clock_getres(ClockId::MonotonicCoarse)).saturating_mul(2));
             Anchor { instant, nanos, lag }
         }
+
+        fn convert(&self, ts: Timespec) -> Instant {
+            // Just after the anchor was taken, the coarse clock may still
+            // be behind it: the anchor's instant is then the reading
+            // (still no later than the precise clock).
+            let since = nanos(ts).saturating_sub(self.nanos);
+            self.instant
+                .checked_add(Duration::from_nanos(since))
+                .unwrap_or(self.instant)
+        }
     }
 
     /// A resolution the kernel did not report is taken as 10 ms (HZ=100,
@@ -114,18 +124,6 @@ mod imp {
             }
         };
         CoarseNow { at, lag: anchor.lag }
-    }
-
-    impl Anchor {
-        fn convert(&self, ts: Timespec) -> Instant {
-            // Just after the anchor was taken, the coarse clock may still
-            // be behind it: the anchor's instant is then the reading
-            // (still no later than the precise clock).
-            let since = nanos(ts).saturating_sub(self.nanos);
-            self.instant
-                .checked_add(Duration::from_nanos(since))
-                .unwrap_or(self.instant)
-        }
     }
 }
 

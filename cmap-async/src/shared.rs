@@ -97,7 +97,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     /// cheap reading while no checkout waits (see `Runtime::now_coarse`),
     /// the precise one otherwise.
     pub(crate) fn read_clock(&self) -> CoarseNow {
-        if self.waiting.load(Ordering::Relaxed) {
+        if self.likely_to_wait() {
             CoarseNow::exact(self.rt.now())
         } else {
             self.rt.now_coarse()
