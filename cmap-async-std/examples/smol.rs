@@ -28,6 +28,9 @@ struct Echo {
 impl ManageConnection for Echo {
     type Connection = TcpStream;
     type Error = std::io::Error;
+    fn classify(&self, e: &std::io::Error) -> cmap_async_std::EstablishErrorKind {
+        cmap_async_std::EstablishErrorKind::of_io(e)
+    }
 
     fn connect(&self) -> impl Future<Output = Result<TcpStream, std::io::Error>> + Send {
         TcpStream::connect(self.addr)

@@ -17,6 +17,7 @@
 //! impl ManageConnection for Tcp {
 //!     type Connection = smol::net::TcpStream;
 //!     type Error = std::io::Error;
+//!     fn classify(&self, e: &std::io::Error) -> cmap_async_std::EstablishErrorKind { cmap_async_std::EstablishErrorKind::of_io(e) }
 //!     fn connect(&self) -> impl Future<Output = Result<Self::Connection, Self::Error>> + Send {
 //!         smol::net::TcpStream::connect(self.0)
 //!     }
@@ -60,6 +61,7 @@ pub use cmap_async::*;
 /// # impl ManageConnection for Numbers {
 /// #     type Connection = u64;
 /// #     type Error = std::io::Error;
+/// #     fn classify(&self, e: &std::io::Error) -> cmap_async_std::EstablishErrorKind { cmap_async_std::EstablishErrorKind::of_io(e) }
 /// #     fn connect(&self) -> impl std::future::Future<Output = Result<u64, std::io::Error>> + Send {
 /// #         async { Ok(7) }
 /// #     }

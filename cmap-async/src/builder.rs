@@ -20,10 +20,19 @@ use crate::timer;
 /// `connectTimeoutMS` (10 s).
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The wait-queue timeout of a pool built without explicit
+/// [`PoolOptions`]: 30 s, as HikariCP, psycopg_pool, bb8, r2d2 and sqlx
+/// wait. (The spec's default, and a connection string's
+/// `waitQueueTimeoutMS=0`, is no limit: a request on a saturated pool
+/// would hang forever.)
+pub const DEFAULT_WAIT_QUEUE_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The reconnect backoff of a pool built without explicit
-/// [`PoolOptions`]: 100 ms doubling up to 10 s, and never giving up,
-/// because a pool without a topology monitor has nobody else to mark it
-/// ready again once the server is back.
+/// [`PoolOptions`]: 100 ms doubling up to 10 s for `minPoolSize`, at
+/// most 10 ms between attempts while checkouts wait (so that they are
+/// served within about 10 ms of the server's return), and never giving
+/// up, because a pool without a topology monitor has nobody else to mark
+/// it ready again once the server is back.
 ///
 /// ```
 /// let r = cmap_async::default_reconnect();
@@ -90,12 +99,27 @@ type Callback = Arc<dyn Fn(&Event) + Send + Sync>;
 /// Builds a [`Pool`].
 ///
 /// Defaults: the core's options (the spec's: maxPoolSize 100, minPoolSize
-/// 0, maxConnecting 2, no idle limit, no wait-queue timeout; a background
-/// run every second) plus a reconnect backoff ([`default_reconnect`]), so
-/// that a pool cleared by a failed connect marks itself ready again; a
-/// [`DEFAULT_CONNECT_TIMEOUT`]; and the pool marked ready once built (a
-/// pool used without a topology monitor). Whole [`PoolOptions`] given with
-/// [`options`](Self::options) are used as they are.
+/// 0, maxConnecting 2, no idle limit; a background run every second) with
+/// what a pool used without a topology monitor needs:
+///
+/// - a [`DEFAULT_WAIT_QUEUE_TIMEOUT`] of 30 s (the spec's default is no
+///   limit);
+/// - a reconnect backoff ([`default_reconnect`]), so that a pool cleared
+///   by a failed connect marks itself ready again;
+/// - checkouts that keep waiting through a network failure
+///   ([`PoolOptionsBuilder::keep_waiting_on_overload`]): a server down for
+///   less than the wait timeout fails no checkout;
+/// - a [`DEFAULT_CONNECT_TIMEOUT`] (an establishment is also abandoned
+///   when the checkout that asked for it times out and nobody else needs
+///   it);
+/// - a random jitter seed for each pool, unless one is set;
+/// - the pool marked ready once built.
+///
+/// Whole [`PoolOptions`] given with [`options`](Self::options) are used as
+/// they are (a random seed is still drawn if they set none).
+///
+/// In this API `None` means no limit and `Duration::ZERO` means do not
+/// wait, for every timeout.
 ///
 /// # Example
 ///
@@ -133,7 +157,10 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
     pub fn new() -> Self {
         PoolBuilder {
             address: None,
-            options: PoolOptions::builder().reconnect(Some(default_reconnect())),
+            options: PoolOptions::builder()
+                .reconnect(Some(default_reconnect()))
+                .wait_queue_timeout(DEFAULT_WAIT_QUEUE_TIMEOUT)
+                .keep_waiting_on_overload(true),
             given: None,
             option_error: None,
             start_paused: false,
@@ -212,13 +239,18 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
         self.configure(|o| o.max_connecting(value))
     }
 
-    /// `maxIdleTimeMS`: how long a connection may stay unused.
-    pub fn max_idle_time(self, value: Duration) -> Self {
+    /// `maxIdleTimeMS`: how long a connection may stay unused (`None`: no
+    /// limit).
+    pub fn max_idle_time(self, value: impl Into<Option<Duration>>) -> Self {
+        let value = value.into();
         self.configure(|o| o.max_idle_time(value))
     }
 
-    /// `waitQueueTimeoutMS`: how long `get()` waits.
-    pub fn wait_queue_timeout(self, value: Duration) -> Self {
+    /// `waitQueueTimeoutMS`: how long `get()` waits, 30 s unless set
+    /// (`None`: no limit; `Duration::ZERO`: no wait, only an available
+    /// connection).
+    pub fn wait_queue_timeout(self, value: impl Into<Option<Duration>>) -> Self {
+        let value = value.into();
         self.configure(|o| o.wait_queue_timeout(value))
     }
 
@@ -229,9 +261,10 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
     }
 
     /// The longest `connect` may take (`None`: no limit); past it the
-    /// establishment fails with [`ConnectTimeoutError`](crate::ConnectTimeoutError).
-    pub fn connect_timeout(mut self, value: Option<Duration>) -> Self {
-        self.connect_timeout = value;
+    /// establishment fails with [`ConnectTimeoutError`](crate::ConnectTimeoutError),
+    /// a network timeout (labelled `SystemOverloadedError`).
+    pub fn connect_timeout(mut self, value: impl Into<Option<Duration>>) -> Self {
+        self.connect_timeout = value.into();
         self
     }
 
@@ -276,13 +309,17 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
     /// No address, a bad address, or invalid options.
     pub fn build_on(self, manager: M, rt: R) -> Result<Pool<M, R>, BuildError> {
         let address = self.address.ok_or(BuildError::MissingAddress)??;
-        let options = match self.given {
+        let mut options = match self.given {
             Some(options) => options,
             None => match self.option_error {
                 Some(error) => return Err(error.into()),
                 None => self.options.build()?,
             },
         };
+        if options.seed().is_none() {
+            // Pools that fail together must not retry together.
+            options = options.with_seed(fastrand::u64(..));
+        }
         let hub = Arc::new(EventHub::default());
         for callback in self.callbacks {
             // Dropping the handle keeps the callback.

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use cmap_core::{CheckOut, CheckOutError, ConnectionId, Pooled, WaiterId};
+use cmap_core::{CheckOut, CheckOutError, ConnectionId, Pooled, TimeoutContext, WaiterId};
 
 use crate::clock::CoarseNow;
 use crate::driver::{lock_slot, Mine, SharedSlot, Slot, Work};
@@ -27,6 +27,7 @@ use crate::error::GetError;
 use crate::manager::ManageConnection;
 use crate::runtime::Runtime;
 use crate::shared::Shared;
+use crate::util::{race, Either};
 
 enum State<C> {
     Start,
@@ -200,7 +201,25 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
                 shared: self,
                 conn: Some(pooled),
             };
-            let checked = self.manager.check(checking.connection()).await;
+            // The checkout's one deadline covers the check too: a check
+            // still running then (a round trip to a server that stopped
+            // answering) is given up, and its connection closed.
+            let deadline = match limit {
+                Limit::Until(deadline) => deadline,
+                Limit::After(_) => None,
+            };
+            let check = self.manager.check(checking.connection());
+            let checked = match deadline {
+                Some(deadline) => match race(check, self.rt.sleep_until(deadline)).await {
+                    Either::Left(checked) => checked,
+                    Either::Right(()) => {
+                        drop(checking);
+                        let waited = timeout.unwrap_or_default();
+                        return Err(self.check_timed_out(waited).into());
+                    }
+                },
+                None => check.await,
+            };
             match checked {
                 Ok(()) => return Ok(checking.pass()),
                 Err(error) => {
@@ -210,6 +229,24 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
                     }
                 }
             }
+        }
+    }
+}
+
+impl<M: ManageConnection, R: Runtime> Shared<M, R> {
+    /// The error of a checkout whose deadline passed during the manager's
+    /// check: a wait-queue timeout, after its whole timeout (`waited`).
+    fn check_timed_out(&self, waited: Duration) -> CheckOutError {
+        let (status, last_error) =
+            self.input(|inner, _| (inner.core.status(), inner.core.last_establish_error()));
+        CheckOutError::WaitQueueTimeout {
+            address: self.address.clone(),
+            context: Box::new(TimeoutContext {
+                waited,
+                max_pool_size: self.options.max_pool_size(),
+                status,
+                last_error,
+            }),
         }
     }
 }

@@ -41,9 +41,16 @@ pub enum GetError {
 }
 
 impl GetError {
-    /// Whether the operation may be retried as is (a cleared pool).
+    /// Whether the operation may be retried as is (a cleared pool, or an
+    /// establishment error labelled `RetryableError`).
     pub fn is_retryable(&self) -> bool {
         matches!(self, GetError::CheckOut(e) if e.is_retryable())
+    }
+
+    /// Whether it carries the error label `label` (`SystemOverloadedError`,
+    /// `RetryableError`: spec "Backpressure-enabled").
+    pub fn has_label(&self, label: &str) -> bool {
+        matches!(self, GetError::CheckOut(e) if e.has_label(label))
     }
 
     /// Whether the wait-queue timeout (or `get_timeout`'s) elapsed.
@@ -63,8 +70,8 @@ impl GetError {
     /// connection failed: downcast it to the manager's `Error` type.
     pub fn connection_error(&self) -> Option<&(dyn StdError + Send + Sync + 'static)> {
         match self {
-            GetError::CheckOut(CheckOutError::ConnectionError { source, .. })
-            | GetError::CheckFailed(source) => Some(&**source),
+            GetError::CheckOut(CheckOutError::ConnectionError { source, .. }) => Some(source.get_ref()),
+            GetError::CheckFailed(source) => Some(&**source),
             _ => None,
         }
     }

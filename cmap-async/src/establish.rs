@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
-use cmap_core::{ConnectionId, SharedError};
+use cmap_core::{ConnectionId, EstablishError};
 use event_listener::Event;
 
 use crate::error::{ConnectTimeoutError, EstablishDroppedError};
@@ -56,7 +56,7 @@ impl<M: ManageConnection, R: Runtime> Drop for Report<M, R> {
             return;
         }
         if let Some(shared) = self.pool.upgrade() {
-            shared.finish_establish(self.id, Err(Arc::new(EstablishDroppedError)));
+            shared.finish_establish(self.id, Err(EstablishError::other(EstablishDroppedError)));
         }
     }
 }
@@ -76,17 +76,18 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         };
         self.rt.spawn(async move {
             let connect = async {
+                let labelled = |error: M::Error| EstablishError::new(manager.classify(&error), error);
                 let deadline = timeout.and_then(|t| rt.now().checked_add(t));
-                let result = match (timeout, deadline) {
+                match (timeout, deadline) {
                     (Some(after), Some(deadline)) => {
                         match race(manager.connect(), rt.sleep_until(deadline)).await {
-                            Either::Left(result) => result.map_err(|e| Arc::new(e) as SharedError),
-                            Either::Right(()) => Err(Arc::new(ConnectTimeoutError { after }) as SharedError),
+                            Either::Left(result) => result.map_err(labelled),
+                            // A network timeout: possibly overload (spec).
+                            Either::Right(()) => Err(EstablishError::network(ConnectTimeoutError { after })),
                         }
                     }
-                    _ => manager.connect().await.map_err(|e| Arc::new(e) as SharedError),
-                };
-                result
+                    _ => manager.connect().await.map_err(labelled),
+                }
             };
             let outcome = race(connect, abort.wait()).await;
             report.armed = false;
@@ -99,7 +100,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     }
 
     /// Reports the outcome of establishing `id` to the core.
-    pub(crate) fn finish_establish(&self, id: ConnectionId, result: Result<M::Connection, SharedError>) {
+    pub(crate) fn finish_establish(&self, id: ConnectionId, result: Result<M::Connection, EstablishError>) {
         let service_id = result
             .as_ref()
             .ok()

@@ -50,6 +50,9 @@
 //!     fn connect(&self) -> impl Future<Output = Result<u64, std::io::Error>> + Send {
 //!         async { Ok(42) }
 //!     }
+//!     fn classify(&self, error: &std::io::Error) -> cmap_async::EstablishErrorKind {
+//!         cmap_async::EstablishErrorKind::of_io(error)
+//!     }
 //! }
 //!
 //! async fn run<R: Runtime + Default>() -> Result<(), Box<dyn std::error::Error>> {
@@ -86,7 +89,9 @@ mod shared;
 mod timer;
 mod util;
 
-pub use builder::{default_reconnect, PoolBuilder, ToAddress, DEFAULT_CONNECT_TIMEOUT};
+pub use builder::{
+    default_reconnect, PoolBuilder, ToAddress, DEFAULT_CONNECT_TIMEOUT, DEFAULT_WAIT_QUEUE_TIMEOUT,
+};
 pub use clock::{system_coarse_now, CoarseNow};
 pub use error::{BuildError, ConnectTimeoutError, EstablishDroppedError, GetError};
 pub use events::{EventStream, Subscription};
@@ -100,6 +105,7 @@ pub use runtime::Runtime;
 pub use cmap_core;
 pub use cmap_core::{
     Address, CheckOutError, CheckOutFailedReason, Clear, ClearCause, ClosedReason, ConnectionId,
-    EstablishFailure, Event, InterruptedError, OptionsError, PoolOptions, PoolOptionsBuilder, PoolState,
-    Reconnect, ServiceId, SharedError, Stats, Status, UsageError,
+    EstablishError, EstablishErrorKind, EstablishFailure, Event, InterruptedError, OptionsError, PoolOptions,
+    PoolOptionsBuilder, PoolState, Reconnect, ServiceId, SharedError, Stats, Status, TimeoutContext,
+    UsageError,
 };

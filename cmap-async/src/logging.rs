@@ -188,7 +188,10 @@ mod tests {
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
-    use cmap_core::{Address, CheckOutError, ConnectionId, PoolOptions, ServiceId, SharedError};
+    use cmap_core::{
+        Address, CheckOutError, ConnectionId, EstablishError, PoolOptions, PoolState, ServiceId, Status,
+        TimeoutContext,
+    };
     use tracing::field::{Field, Visit};
     use tracing::span::{Attributes, Id, Record};
     use tracing::{Level, Metadata, Subscriber};
@@ -301,7 +304,7 @@ mod tests {
     #[test]
     fn every_message_has_the_spec_string_and_fields() {
         let a = Address::new("h", 1234);
-        let refused: SharedError = Arc::new(std::io::Error::other("connection refused"));
+        let refused = EstablishError::network(std::io::Error::other("connection refused"));
         let service = ServiceId([0xab; 12]);
         let events = [
             Event::PoolReady { address: a.clone() },
@@ -354,7 +357,23 @@ mod tests {
             Event::ConnectionCheckOutFailed {
                 address: a.clone(),
                 reason: CheckOutFailedReason::Timeout,
-                error: Box::new(CheckOutError::WaitQueueTimeout { address: a.clone() }),
+                error: Box::new(CheckOutError::WaitQueueTimeout {
+                    address: a.clone(),
+                    context: Box::new(TimeoutContext {
+                        waited: Duration::from_millis(5),
+                        max_pool_size: 1,
+                        status: Status {
+                            state: PoolState::Ready,
+                            generation: 0,
+                            total: 1,
+                            available: 0,
+                            pending: 0,
+                            in_use: 1,
+                            waiting: 1,
+                        },
+                        last_error: None,
+                    }),
+                }),
                 duration: Duration::from_millis(5),
             },
             Event::PoolClosed { address: a.clone() },
@@ -389,7 +408,11 @@ mod tests {
         assert_eq!(f(5)["durationMS"], V::F(3.0));
         assert_eq!(f(6)["driverConnectionId"], V::U(7));
         assert_eq!(f(7)["reason"], s("An error occurred while using the connection"));
-        assert_eq!(f(7)["error"], s("connection refused"));
+        // The backpressure labels are shown with the error.
+        assert_eq!(
+            f(7)["error"],
+            s("connection refused [SystemOverloadedError, RetryableError]")
+        );
         assert_eq!(
             f(8)["reason"],
             s("Connection has been available but unused for longer than the configured max idle time")
@@ -400,6 +423,7 @@ mod tests {
             s("An error occurred while trying to establish a new connection")
         );
         assert!(matches!(&f(9)["error"], V::S(e) if e.contains("connection refused")));
+        assert!(matches!(&f(9)["error"], V::S(e) if e.contains("SystemOverloadedError")));
         assert_eq!(f(9)["durationMS"], V::F(4.0));
         assert_eq!(
             f(10)["reason"],

@@ -2,16 +2,17 @@
 
 use std::future::Future;
 
-use cmap_core::ServiceId;
+use cmap_core::{EstablishErrorKind, ServiceId};
 
 /// Makes and looks after the connections of one pool.
 ///
-/// Only [`connect`](ManageConnection::connect) is required. The hooks run
+/// [`connect`](ManageConnection::connect) and
+/// [`classify`](ManageConnection::classify) are required. The hooks run
 /// at these points:
 ///
 /// | hook | when | on failure |
 /// | --- | --- | --- |
-/// | [`connect`](ManageConnection::connect) | the core asks for a connection (a checkout needs one, or `minPoolSize`) | the checkout that asked fails with `ConnectionError` carrying this error; the pool is cleared |
+/// | [`connect`](ManageConnection::connect) | the core asks for a connection (a checkout needs one, or `minPoolSize`) | as [`classify`](ManageConnection::classify) says: a network failure (labelled `SystemOverloadedError`) leaves the pool ready and retrying with backoff while checkouts keep waiting; any other failure fails the checkout that asked with `ConnectionError` and clears the pool |
 /// | [`check`](ManageConnection::check) | before a connection is handed out | it is closed and the checkout tries another one |
 /// | [`is_broken`](ManageConnection::is_broken) | when a guard is dropped | it is closed (reason `error`) instead of being pooled |
 /// | [`reset`](ManageConnection::reset) | after `is_broken`, before it is pooled again (unless [`RESETS`](ManageConnection::RESETS) is `false`) | it is closed (reason `error`) |
@@ -42,6 +43,10 @@ use cmap_core::ServiceId;
 ///         // TCP, then the handshake and authentication of a real protocol.
 ///         tokio::net::TcpStream::connect(self.addr)
 ///     }
+///
+///     fn classify(&self, error: &std::io::Error) -> cmap_async::EstablishErrorKind {
+///         cmap_async::EstablishErrorKind::of_io(error)
+///     }
 /// }
 /// ```
 pub trait ManageConnection: Send + Sync + 'static {
@@ -55,6 +60,27 @@ pub trait ManageConnection: Send + Sync + 'static {
     /// bounds it with the builder's `connect_timeout` and drops it if the
     /// pool no longer wants the connection (a clear that interrupts, close).
     fn connect(&self) -> impl Future<Output = Result<Self::Connection, Self::Error>> + Send;
+
+    /// What kind of failure a `connect` error was (spec: "Backpressure-
+    /// enabled"). Required, so that no manager gets the pool's reaction
+    /// wrong by omission:
+    ///
+    /// - [`Network`](EstablishErrorKind::Network): a network error or
+    ///   timeout while connecting or during the protocol's first exchange
+    ///   (MongoDB's `hello`, PostgreSQL's startup), TLS handshake I/O
+    ///   errors included, and a server's own "too many connections"
+    ///   answer. It may come from overload: the pool is not cleared, and
+    ///   it retries with backoff while checkouts keep waiting.
+    /// - [`Authentication`](EstablishErrorKind::Authentication): the
+    ///   credentials were refused (or the connection broke during
+    ///   authentication).
+    /// - [`Other`](EstablishErrorKind::Other): a failure no retry will
+    ///   mend: DNS, TLS certificate or hostname validation, a proxy, a
+    ///   configuration error.
+    ///
+    /// For a manager whose error is an `std::io::Error`,
+    /// [`EstablishErrorKind::of_io`] sorts the I/O error kinds.
+    fn classify(&self, error: &Self::Error) -> EstablishErrorKind;
 
     /// Checks a connection just before it is handed out (default: nothing).
     /// A failure closes it and the checkout goes on with another one, unless
@@ -84,6 +110,10 @@ pub trait ManageConnection: Send + Sync + 'static {
     ///
     ///     fn connect(&self) -> impl Future<Output = std::io::Result<std::net::TcpStream>> + Send {
     ///         std::future::ready(std::net::TcpStream::connect(self.0))
+    ///     }
+    ///
+    ///     fn classify(&self, error: &std::io::Error) -> cmap_async::EstablishErrorKind {
+    ///         cmap_async::EstablishErrorKind::of_io(error)
     ///     }
     /// }
     /// ```

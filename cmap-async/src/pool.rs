@@ -79,8 +79,8 @@ impl<M: ManageConnection, R: Runtime> Pool<M, R> {
     }
 
     /// Checks out a connection, waiting at most `timeout` instead of
-    /// `waitQueueTimeoutMS`. A zero timeout takes an available connection
-    /// or fails at once.
+    /// `waitQueueTimeoutMS` (`None`: no limit). A zero timeout takes an
+    /// available connection or fails at once.
     ///
     /// # Example
     ///
@@ -97,9 +97,9 @@ impl<M: ManageConnection, R: Runtime> Pool<M, R> {
     /// ```
     pub fn get_timeout(
         &self,
-        timeout: Duration,
+        timeout: impl Into<Option<Duration>>,
     ) -> impl Future<Output = Result<PooledConnection<'_, M>, GetError>> + Send + '_ {
-        self.get_within(Some(timeout))
+        self.get_within(timeout.into())
     }
 
     fn get_within(
@@ -142,9 +142,9 @@ impl<M: ManageConnection, R: Runtime> Pool<M, R> {
     /// [`get_owned`](Self::get_owned).
     pub fn get_owned_timeout(
         &self,
-        timeout: Duration,
+        timeout: impl Into<Option<Duration>>,
     ) -> impl Future<Output = Result<PooledConnection<'static, M>, GetError>> + Send + 'static {
-        self.get_owned_within(Some(timeout))
+        self.get_owned_within(timeout.into())
     }
 
     fn get_owned_within(

@@ -26,6 +26,9 @@ struct Echo {
 impl ManageConnection for Echo {
     type Connection = TcpStream;
     type Error = std::io::Error;
+    fn classify(&self, e: &std::io::Error) -> cmap_blocking::EstablishErrorKind {
+        cmap_blocking::EstablishErrorKind::of_io(e)
+    }
 
     fn connect(&self) -> Result<TcpStream, std::io::Error> {
         TcpStream::connect_timeout(&self.addr, Duration::from_secs(2))

@@ -23,6 +23,7 @@ use crate::block_on::{block_on, Sleep};
 /// # impl ManageConnection for Numbers {
 /// #     type Connection = u64;
 /// #     type Error = std::io::Error;
+/// #     fn classify(&self, e: &std::io::Error) -> cmap_blocking::EstablishErrorKind { cmap_blocking::EstablishErrorKind::of_io(e) }
 /// #     fn connect(&self) -> Result<u64, std::io::Error> { Ok(1) }
 /// # }
 /// let pool = Pool::builder().address("db:27017").build(Numbers).unwrap();

@@ -34,6 +34,7 @@
 //! impl ManageConnection for Tcp {
 //!     type Connection = TcpStream;
 //!     type Error = std::io::Error;
+//!     fn classify(&self, e: &std::io::Error) -> cmap_blocking::EstablishErrorKind { cmap_blocking::EstablishErrorKind::of_io(e) }
 //!     fn connect(&self) -> Result<TcpStream, std::io::Error> {
 //!         TcpStream::connect(self.0)
 //!     }
@@ -79,10 +80,11 @@ pub use cmap_async;
 pub use cmap_async::cmap_core;
 pub use cmap_async::{
     default_reconnect, BuildError, ConnectTimeoutError, EstablishDroppedError, GetError, Interrupted,
-    Runtime, Subscription, ToAddress, DEFAULT_CONNECT_TIMEOUT, LOG_TARGET,
+    Runtime, Subscription, ToAddress, DEFAULT_CONNECT_TIMEOUT, DEFAULT_WAIT_QUEUE_TIMEOUT, LOG_TARGET,
 };
 pub use cmap_async::{
     Address, CheckOutError, CheckOutFailedReason, Clear, ClearCause, ClosedReason, ConnectionId,
-    EstablishFailure, Event, InterruptedError, OptionsError, PoolOptions, PoolOptionsBuilder, PoolState,
-    Reconnect, ServiceId, SharedError, Stats, Status, UsageError,
+    EstablishError, EstablishErrorKind, EstablishFailure, Event, InterruptedError, OptionsError, PoolOptions,
+    PoolOptionsBuilder, PoolState, Reconnect, ServiceId, SharedError, Stats, Status, TimeoutContext,
+    UsageError,
 };

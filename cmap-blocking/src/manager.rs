@@ -5,18 +5,19 @@ use std::future::{ready, Future};
 use std::ops::Deref;
 use std::sync::Arc;
 
-use cmap_async::ServiceId;
+use cmap_async::{EstablishErrorKind, ServiceId};
 
 use crate::runtime::unblock;
 
 /// Makes and looks after the connections of one pool, synchronously.
 ///
-/// Only [`connect`](ManageConnection::connect) is required. The hooks run
+/// [`connect`](ManageConnection::connect) and
+/// [`classify`](ManageConnection::classify) are required. The hooks run
 /// at these points, and on these threads:
 ///
 /// | hook | when | thread | on failure |
 /// | --- | --- | --- | --- |
-/// | [`connect`](ManageConnection::connect) | the pool needs a connection (a checkout, `minPoolSize`) | a worker thread, never the caller's, never under the pool's lock | the checkout that asked fails with `ConnectionError` carrying this error; the pool is cleared |
+/// | [`connect`](ManageConnection::connect) | the pool needs a connection (a checkout, `minPoolSize`) | a worker thread, never the caller's, never under the pool's lock | as [`classify`](ManageConnection::classify) says: a network failure leaves the pool ready and retrying while checkouts keep waiting; any other fails the checkout that asked with `ConnectionError` and clears the pool |
 /// | [`check`](ManageConnection::check) | before a connection is handed out | the thread in `get()` | it is closed and the checkout tries another one |
 /// | [`is_broken`](ManageConnection::is_broken) | when a guard is dropped | the dropping thread | it is closed (reason `error`) instead of being pooled |
 /// | [`reset`](ManageConnection::reset) | after `is_broken`, before it is pooled again | the dropping thread, before `drop` returns | it is closed (reason `error`) |
@@ -51,6 +52,10 @@ use crate::runtime::unblock;
 ///         // TCP, then the handshake and authentication of a real protocol.
 ///         TcpStream::connect_timeout(&self.addr, Duration::from_secs(5))
 ///     }
+///
+///     fn classify(&self, error: &std::io::Error) -> cmap_blocking::EstablishErrorKind {
+///         cmap_blocking::EstablishErrorKind::of_io(error)
+///     }
 /// }
 /// ```
 pub trait ManageConnection: Send + Sync + 'static {
@@ -62,6 +67,14 @@ pub trait ManageConnection: Send + Sync + 'static {
     /// Opens a connection ready for use: TCP, handshake, authentication,
     /// and any per-connection setup. Runs on a worker thread.
     fn connect(&self) -> Result<Self::Connection, Self::Error>;
+
+    /// What kind of failure a `connect` error was: a network error or
+    /// timeout (possibly overload: the pool keeps retrying and checkouts
+    /// keep waiting), an authentication failure, or another failure no
+    /// retry will mend. See
+    /// [`cmap_async::ManageConnection::classify`]; for an `std::io::Error`,
+    /// [`EstablishErrorKind::of_io`] sorts the kinds.
+    fn classify(&self, error: &Self::Error) -> EstablishErrorKind;
 
     /// Checks a connection just before it is handed out (default:
     /// nothing). A failure closes it and the checkout goes on with another
@@ -139,6 +152,10 @@ impl<M: ManageConnection> cmap_async::ManageConnection for SyncManager<M> {
     fn connect(&self) -> impl Future<Output = Result<M::Connection, M::Error>> + Send {
         let manager = self.0.clone();
         unblock(move || manager.connect())
+    }
+
+    fn classify(&self, error: &M::Error) -> EstablishErrorKind {
+        self.0.classify(error)
     }
 
     fn check(&self, conn: &mut M::Connection) -> impl Future<Output = Result<(), M::Error>> + Send {

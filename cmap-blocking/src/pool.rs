@@ -60,6 +60,7 @@ struct Forks {
 /// impl ManageConnection for Numbers {
 ///     type Connection = u64;
 ///     type Error = std::io::Error;
+///     fn classify(&self, e: &std::io::Error) -> cmap_blocking::EstablishErrorKind { cmap_blocking::EstablishErrorKind::of_io(e) }
 ///     fn connect(&self) -> Result<u64, std::io::Error> {
 ///         Ok(42)
 ///     }

@@ -167,24 +167,42 @@ fn next_timeout_waits_no_longer_than_asked() {
 }
 
 #[test]
-fn a_refused_connect_gives_its_real_error() {
+fn a_refused_connect_waits_then_names_its_cause() {
     let m = SyncFake::default();
     m.refuse.store(true, Ordering::SeqCst);
+    let pool = builder().build(m.clone()).unwrap();
+    let t0 = Instant::now();
+    let err = pool.get_timeout(Duration::from_millis(200)).unwrap_err();
+    assert!(
+        t0.elapsed() >= Duration::from_millis(200),
+        "not before its deadline"
+    );
+    assert!(err.is_timeout(), "{err:?}");
+    assert!(err.to_string().contains("connection refused"), "{err}");
+    assert_eq!(pool.status().state, PoolState::Ready, "not cleared");
+    m.refuse.store(false, Ordering::SeqCst);
+    assert_eq!(pool.get().unwrap().n, 1);
+}
+
+#[test]
+fn denied_credentials_give_their_real_error_and_clear() {
+    let m = SyncFake::default();
+    m.deny.store(true, Ordering::SeqCst);
     let pool = builder().build(m.clone()).unwrap();
     let err = pool.get().unwrap_err();
     assert!(
         matches!(&err, GetError::CheckOut(CheckOutError::ConnectionError { .. })),
         "{err:?}"
     );
-    assert_eq!(err.source().unwrap().to_string(), "connection refused");
+    assert_eq!(err.source().unwrap().to_string(), "authentication failed");
     let real = err
         .connection_error()
         .unwrap()
         .downcast_ref::<FakeError>()
         .unwrap();
-    assert_eq!(real.0, "connection refused");
+    assert_eq!(real.0, "authentication failed");
     assert!(pool.get().unwrap_err().is_retryable(), "cleared by the failure");
-    m.refuse.store(false, Ordering::SeqCst);
+    m.deny.store(false, Ordering::SeqCst);
     eventually("ready again", || pool.status().state == PoolState::Ready);
     assert_eq!(pool.get().unwrap().n, 1);
 }
@@ -195,8 +213,10 @@ fn a_hanging_connect_is_given_up_at_the_connect_timeout() {
     // time, because the pool waits for it on another thread.
     let m = SyncFake::default();
     m.hang.store(true, Ordering::SeqCst);
+    // Told not to wait through a network timeout, the checkout fails with it.
     let pool = builder()
         .connect_timeout(Some(Duration::from_millis(50)))
+        .configure(|o| o.keep_waiting_on_overload(false))
         .build(m.clone())
         .unwrap();
     let t0 = Instant::now();

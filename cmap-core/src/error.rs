@@ -9,12 +9,289 @@
 use std::fmt;
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use crate::connection::{ConnectionId, Pooled, WaiterId};
+use crate::stats::Status;
 use crate::Address;
 
-/// An error from establishing a connection (connect, handshake, auth), shared
-/// because one failure can reach a waiter and the clear it causes.
+/// Any error, shared: the manager's own error inside an [`EstablishError`].
 pub type SharedError = Arc<dyn std::error::Error + Send + Sync + 'static>;
+
+/// The backpressure label the spec adds to establishment errors that may
+/// come from an overloaded server (spec: "Backpressure-enabled").
+pub const SYSTEM_OVERLOADED_ERROR: &str = "SystemOverloadedError";
+/// The label that says the operation may be retried as is.
+pub const RETRYABLE_ERROR: &str = "RetryableError";
+
+/// What kind of failure an establishment error was. It decides the
+/// error's labels and how the pool reacts (spec: "Establishing a
+/// Connection" and "Backpressure-enabled").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EstablishErrorKind {
+    /// A network error or network timeout while connecting or during the
+    /// `hello` (an I/O error during the TLS handshake included): it may
+    /// come from an overloaded server. Labelled `SystemOverloadedError`
+    /// and `RetryableError`; the pool is not cleared.
+    Network,
+    /// The authentication step after the `hello` failed (a network error
+    /// during it included). No labels; the pool reacts as
+    /// [`EstablishFailure`](crate::EstablishFailure) says.
+    Authentication,
+    /// A failure that cannot come from overload: a DNS lookup, TLS
+    /// certificate or hostname validation, a SOCKS5 proxy, an error the
+    /// server answered the `hello` with. No labels; the pool reacts as
+    /// [`EstablishFailure`](crate::EstablishFailure) says.
+    Other,
+}
+
+impl EstablishErrorKind {
+    /// The kind of an I/O error met while connecting or during the
+    /// `hello`: a refused, reset, aborted or timed-out connection, an
+    /// unexpected end of stream or a broken pipe is [`Network`]
+    /// (possibly overload, TLS handshake I/O included); anything else
+    /// (an address that does not resolve, a permission error, invalid
+    /// data such as a TLS certificate refused) is [`Other`].
+    ///
+    /// [`Network`]: EstablishErrorKind::Network
+    /// [`Other`]: EstablishErrorKind::Other
+    ///
+    /// ```
+    /// use std::io::{Error, ErrorKind};
+    /// use cmap_core::EstablishErrorKind;
+    /// let refused = Error::from(ErrorKind::ConnectionRefused);
+    /// assert_eq!(EstablishErrorKind::of_io(&refused), EstablishErrorKind::Network);
+    /// let bad_cert = Error::new(ErrorKind::InvalidData, "invalid peer certificate");
+    /// assert_eq!(EstablishErrorKind::of_io(&bad_cert), EstablishErrorKind::Other);
+    /// ```
+    pub fn of_io(error: &std::io::Error) -> EstablishErrorKind {
+        use std::io::ErrorKind as Io;
+        match error.kind() {
+            Io::ConnectionRefused
+            | Io::ConnectionReset
+            | Io::ConnectionAborted
+            | Io::NotConnected
+            | Io::TimedOut
+            | Io::UnexpectedEof
+            | Io::BrokenPipe
+            | Io::WouldBlock
+            | Io::Interrupted => EstablishErrorKind::Network,
+            _ => EstablishErrorKind::Other,
+        }
+    }
+
+    /// The kind of an error whose chain of sources may hold an
+    /// `std::io::Error` (a driver's error wrapping the socket's): the I/O
+    /// error's kind by [`of_io`](Self::of_io), or
+    /// [`Other`](EstablishErrorKind::Other) if there is none.
+    ///
+    /// ```
+    /// use cmap_core::EstablishErrorKind;
+    /// #[derive(Debug)]
+    /// struct Driver(std::io::Error);
+    /// impl std::fmt::Display for Driver {
+    ///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    ///         f.write_str("error connecting to server")
+    ///     }
+    /// }
+    /// impl std::error::Error for Driver {
+    ///     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+    ///         Some(&self.0)
+    ///     }
+    /// }
+    /// let reset = Driver(std::io::ErrorKind::ConnectionReset.into());
+    /// assert_eq!(EstablishErrorKind::of_chain(&reset), EstablishErrorKind::Network);
+    /// ```
+    pub fn of_chain(error: &(dyn std::error::Error + 'static)) -> EstablishErrorKind {
+        let mut next = Some(error);
+        while let Some(error) = next {
+            if let Some(io) = error.downcast_ref::<std::io::Error>() {
+                return EstablishErrorKind::of_io(io);
+            }
+            next = error.source();
+        }
+        EstablishErrorKind::Other
+    }
+
+    /// The labels an error of this kind carries.
+    pub fn labels(self) -> &'static [&'static str] {
+        match self {
+            EstablishErrorKind::Network => &[SYSTEM_OVERLOADED_ERROR, RETRYABLE_ERROR],
+            EstablishErrorKind::Authentication | EstablishErrorKind::Other => &[],
+        }
+    }
+}
+
+/// Why establishing a connection failed: the manager's error and its
+/// [kind](EstablishErrorKind), which gives its backpressure labels.
+/// Cheap to clone: one failure reaches its checkout, its
+/// `ConnectionClosed` event and the clear it may cause.
+///
+/// Its `Display` is the manager's error, followed by the labels when
+/// there are any; its `source()` is the manager's error, so that a walk
+/// down the chain of a failed checkout finds it.
+///
+/// ```
+/// use cmap_core::{EstablishError, EstablishErrorKind};
+/// let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+/// let error = EstablishError::network(refused);
+/// assert!(error.has_label("SystemOverloadedError") && error.is_retryable());
+/// assert_eq!(error.kind(), EstablishErrorKind::Network);
+/// assert!(error.downcast_ref::<std::io::Error>().is_some());
+/// assert!(error.to_string().ends_with("[SystemOverloadedError, RetryableError]"));
+/// ```
+#[derive(Clone)]
+pub struct EstablishError(Arc<Labelled>);
+
+/// Behind one thin pointer, so that an event carrying one stays small.
+struct Labelled {
+    kind: EstablishErrorKind,
+    error: SharedError,
+}
+
+impl EstablishError {
+    /// An error of `kind` around the manager's `error`.
+    pub fn new(
+        kind: EstablishErrorKind,
+        error: impl std::error::Error + Send + Sync + 'static,
+    ) -> EstablishError {
+        EstablishError::shared(kind, Arc::new(error))
+    }
+
+    /// [`new`](Self::new) for an error already shared.
+    pub fn shared(kind: EstablishErrorKind, error: SharedError) -> EstablishError {
+        EstablishError(Arc::new(Labelled { kind, error }))
+    }
+
+    /// Helper for [`EstablishErrorKind::Network`].
+    pub fn network(error: impl std::error::Error + Send + Sync + 'static) -> EstablishError {
+        EstablishError::new(EstablishErrorKind::Network, error)
+    }
+
+    /// Helper for [`EstablishErrorKind::Authentication`].
+    pub fn authentication(error: impl std::error::Error + Send + Sync + 'static) -> EstablishError {
+        EstablishError::new(EstablishErrorKind::Authentication, error)
+    }
+
+    /// Helper for [`EstablishErrorKind::Other`].
+    pub fn other(error: impl std::error::Error + Send + Sync + 'static) -> EstablishError {
+        EstablishError::new(EstablishErrorKind::Other, error)
+    }
+
+    /// The kind of failure.
+    pub fn kind(&self) -> EstablishErrorKind {
+        self.0.kind
+    }
+
+    /// Its labels: `SystemOverloadedError` and `RetryableError` for a
+    /// network failure, none otherwise.
+    pub fn labels(&self) -> &'static [&'static str] {
+        self.0.kind.labels()
+    }
+
+    /// Whether it carries `label`.
+    pub fn has_label(&self, label: &str) -> bool {
+        self.labels().contains(&label)
+    }
+
+    /// Whether it may come from an overloaded server (it carries
+    /// `SystemOverloadedError`): such a failure never clears the pool.
+    pub fn is_overload(&self) -> bool {
+        self.0.kind == EstablishErrorKind::Network
+    }
+
+    /// Whether the operation may be retried as is (`RetryableError`).
+    pub fn is_retryable(&self) -> bool {
+        self.has_label(RETRYABLE_ERROR)
+    }
+
+    /// The manager's error itself.
+    pub fn get_ref(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        &*self.0.error
+    }
+
+    /// The manager's error, if it is a `T`.
+    pub fn downcast_ref<T: std::error::Error + 'static>(&self) -> Option<&T> {
+        self.0.error.downcast_ref::<T>()
+    }
+}
+
+impl fmt::Debug for EstablishError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EstablishError")
+            .field("kind", &self.0.kind)
+            .field("labels", &self.labels())
+            .field("error", &self.0.error)
+            .finish()
+    }
+}
+
+impl fmt::Display for EstablishError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0.error, f)?;
+        if let [first, rest @ ..] = self.labels() {
+            write!(f, " [{first}")?;
+            for label in rest {
+                write!(f, ", {label}")?;
+            }
+            f.write_str("]")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for EstablishError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&*self.0.error)
+    }
+}
+
+/// Two are equal when they are the same failure (clones of one error).
+impl PartialEq for EstablishError {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for EstablishError {}
+
+/// The state of the pool when a checkout timed out, for its message
+/// (after HikariCP's "total=10, active=10, idle=0, waiting=37").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimeoutContext {
+    /// How long the checkout waited.
+    pub waited: Duration,
+    /// `maxPoolSize` (0: no limit).
+    pub max_pool_size: u32,
+    /// The pool's counts at that instant; `waiting` counts the checkout
+    /// that timed out.
+    pub status: Status,
+    /// The last establishment failure, while the pool has had no success
+    /// since: why no new connection came.
+    pub last_error: Option<EstablishError>,
+}
+
+impl fmt::Display for TimeoutContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.status;
+        write!(
+            f,
+            " after {} ms (maxPoolSize {}, total {}, idle {}, in use {}, connecting {}, waiting {})",
+            self.waited.as_millis(),
+            self.max_pool_size,
+            s.total,
+            s.available,
+            s.in_use,
+            s.pending,
+            s.waiting
+        )?;
+        if let Some(error) = &self.last_error {
+            write!(f, "; the last connection attempt failed: {error}")?;
+        }
+        Ok(())
+    }
+}
 
 /// Why a checkout failed. Messages are the spec's ("Connection Pool
 /// Errors").
@@ -34,13 +311,18 @@ pub enum CheckOutError {
         /// The pool's address.
         address: Address,
         /// What cleared the pool.
+        #[source]
         cause: ClearCause,
     },
-    /// `WaitQueueTimeoutError`: no connection within the checkout's timeout.
-    #[error("Timed out while checking out a Connection from connection pool")]
+    /// `WaitQueueTimeoutError`: no connection within the checkout's
+    /// timeout. The message is the spec's, followed by the pool's state
+    /// and the last establishment failure.
+    #[error("{WAIT_QUEUE_TIMEOUT}{context}")]
     WaitQueueTimeout {
         /// The pool's address.
         address: Address,
+        /// The pool's state when it timed out (boxed: rare and large).
+        context: Box<TimeoutContext>,
     },
     /// Establishing the connection made for this checkout failed.
     #[error("Connection to {address} could not be established: {source}")]
@@ -49,17 +331,47 @@ pub enum CheckOutError {
         address: Address,
         /// The connection whose establishment failed.
         connection_id: ConnectionId,
-        /// The establishment error itself.
-        source: SharedError,
+        /// The establishment error itself, with its labels.
+        source: EstablishError,
     },
 }
+
+const WAIT_QUEUE_TIMEOUT: &str = "Timed out while checking out a Connection from connection pool";
 
 impl CheckOutError {
     /// Whether the operation may be retried as is: a cleared pool is
     /// retryable and must not mark the server unknown (spec: "Clearing a
     /// Connection Pool").
+    /// An establishment error labelled `RetryableError` is retryable too.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, CheckOutError::PoolCleared { .. })
+        match self {
+            CheckOutError::PoolCleared { .. } => true,
+            CheckOutError::ConnectionError { source, .. } => source.is_retryable(),
+            _ => false,
+        }
+    }
+
+    /// The error's labels: those of the establishment error behind it.
+    pub fn labels(&self) -> &'static [&'static str] {
+        match self {
+            CheckOutError::ConnectionError { source, .. } => source.labels(),
+            _ => &[],
+        }
+    }
+
+    /// Whether it carries `label` (`SystemOverloadedError`,
+    /// `RetryableError`).
+    pub fn has_label(&self, label: &str) -> bool {
+        self.labels().contains(&label)
+    }
+
+    /// The spec's message for this error, without the context this crate
+    /// adds (the pool's state after a timeout).
+    pub fn spec_message(&self) -> String {
+        match self {
+            CheckOutError::WaitQueueTimeout { .. } => WAIT_QUEUE_TIMEOUT.to_owned(),
+            other => other.to_string(),
+        }
     }
 
     /// The spec's name of the error type (`PoolClosedError`, ...).
@@ -73,7 +385,8 @@ impl CheckOutError {
     }
 }
 
-/// What put the pool in the paused state.
+/// What put the pool in the paused state. As an error, its source is the
+/// establishment failure that cleared the pool, if that is the cause.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ClearCause {
@@ -82,7 +395,7 @@ pub enum ClearCause {
     /// `clear()` was called; the text says why, when the caller said.
     Cleared(Option<Arc<str>>),
     /// Establishing a connection failed, and the pool reacted by clearing.
-    EstablishFailed(Arc<str>),
+    EstablishFailed(EstablishError),
     /// An in-use connection was interrupted by a clear with
     /// `interruptInUseConnections`.
     Interrupted,
@@ -96,9 +409,18 @@ impl fmt::Display for ClearCause {
             ClearCause::NeverReady => f.write_str("the pool has not been marked ready yet"),
             ClearCause::Cleared(Some(why)) => f.write_str(why),
             ClearCause::Cleared(None) => f.write_str("the pool was cleared"),
-            ClearCause::EstablishFailed(err) => f.write_str(err),
+            ClearCause::EstablishFailed(err) => fmt::Display::fmt(err, f),
             ClearCause::Interrupted => f.write_str("server monitor timeout"),
             ClearCause::Forked => f.write_str("the process forked; connections belong to the parent"),
+        }
+    }
+}
+
+impl std::error::Error for ClearCause {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ClearCause::EstablishFailed(error) => Some(error),
+            _ => None,
         }
     }
 }

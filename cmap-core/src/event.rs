@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::connection::{ConnectionId, ServiceId};
-use crate::error::{CheckOutError, SharedError};
+use crate::error::{CheckOutError, EstablishError};
 use crate::options::PoolOptions;
 use crate::Address;
 
@@ -136,7 +136,7 @@ pub enum Event {
         address: Address,
         connection_id: ConnectionId,
         reason: ClosedReason,
-        error: Option<SharedError>,
+        error: Option<EstablishError>,
     },
     /// `ConnectionCheckOutStartedEvent`.
     ConnectionCheckOutStarted { address: Address },
@@ -165,7 +165,7 @@ pub enum Event {
     ReconnectGaveUp {
         address: Address,
         failing_for: Duration,
-        last_error: SharedError,
+        last_error: EstablishError,
     },
 }
 

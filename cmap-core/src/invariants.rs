@@ -32,7 +32,7 @@ impl<C> Pool<C> {
                     "a checkout waits while a connection is available",
                 )?;
                 ensure(
-                    self.queue.len() <= pending || !self.can_start_connection(),
+                    self.queue.len() <= pending || !self.can_start_connection(true),
                     "a checkout waits while a connection could be started",
                 )?;
             }

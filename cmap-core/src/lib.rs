@@ -105,7 +105,8 @@ mod wait_queue;
 pub use address::Address;
 pub use connection::{ConnectionId, Pooled, ServiceId, WaiterId};
 pub use error::{
-    CheckInError, CheckOutError, ClearCause, InterruptedError, OptionsError, SharedError, UsageError,
+    CheckInError, CheckOutError, ClearCause, EstablishError, EstablishErrorKind, InterruptedError,
+    OptionsError, SharedError, TimeoutContext, UsageError, RETRYABLE_ERROR, SYSTEM_OVERLOADED_ERROR,
 };
 pub use event::{CheckOutFailedReason, ClosedReason, Event};
 pub use options::{EstablishFailure, PoolOptions, PoolOptionsBuilder, Reconnect};

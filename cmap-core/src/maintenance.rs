@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::error::SharedError;
+use crate::error::EstablishError;
 use crate::event::Event;
 use crate::options::EstablishFailure;
 use crate::perish::Judge;
@@ -40,13 +40,47 @@ pub(crate) struct Backoff {
     failing_since: Option<Instant>,
     /// When a pool paused by its own failure reaction marks itself ready.
     pub(crate) auto_ready_at: Option<Instant>,
-    /// No connection is started before this instant.
+    /// No connection is started for `minPoolSize` alone before this
+    /// instant (the full backoff).
     pub(crate) not_before: Option<Instant>,
+    /// No connection is started for waiting checkouts before this instant:
+    /// the backoff capped by `max_delay_while_waiting`, so that a server
+    /// that comes back serves them soon.
+    pub(crate) not_before_waiting: Option<Instant>,
+    /// The last failure since the last success, for the message of a
+    /// checkout that times out meanwhile.
+    pub(crate) last_error: Option<EstablishError>,
 }
 
 impl Backoff {
     pub(crate) fn on_success(&mut self) {
         *self = Backoff::default();
+    }
+
+    /// Whether a backoff holds connections back at all.
+    #[inline]
+    pub(crate) fn is_active(&self) -> bool {
+        self.not_before.is_some() || self.not_before_waiting.is_some()
+    }
+
+    /// The instant before which no connection is started, for waiting
+    /// checkouts (`for_waiters`) or for `minPoolSize`.
+    pub(crate) fn hold_until(&self, for_waiters: bool) -> Option<Instant> {
+        if for_waiters {
+            self.not_before_waiting
+        } else {
+            self.not_before
+        }
+    }
+
+    /// Forgets the ends that have passed.
+    pub(crate) fn expire(&mut self, now: Instant) {
+        if self.not_before.is_some_and(|t| t <= now) {
+            self.not_before = None;
+        }
+        if self.not_before_waiting.is_some_and(|t| t <= now) {
+            self.not_before_waiting = None;
+        }
     }
 }
 
@@ -93,15 +127,22 @@ impl<C> Pool<C> {
                 .expect("extracted as perished");
             self.close(&available.meta, available.conn, reason, None);
         }
+        self.populate();
+    }
+
+    /// Starts connections towards minPoolSize, within maxConnecting and
+    /// outside a backoff.
+    pub(crate) fn populate(&mut self) {
         let min = self.options.min_pool_size as usize;
-        while self.conns.total() < min && self.can_start_connection() {
+        while self.conns.total() < min && self.can_start_connection(false) {
             self.start_connection(None);
         }
     }
 
     /// After an establishment failure: count it, give up loudly past the
     /// limit, and otherwise schedule the next attempt.
-    pub(crate) fn on_establish_failure(&mut self, error: SharedError) {
+    pub(crate) fn on_establish_failure(&mut self, error: EstablishError) {
+        self.backoff.last_error = Some(error.clone());
         let Some(policy) = self.options.reconnect else {
             return;
         };
@@ -110,7 +151,10 @@ impl<C> Pool<C> {
         self.backoff.failures = self.backoff.failures.saturating_add(1);
         let failing_for = now.saturating_duration_since(since);
         if policy.give_up_after.is_some_and(|limit| failing_for >= limit) {
-            self.backoff = Backoff::default();
+            self.backoff = Backoff {
+                last_error: self.backoff.last_error.take(),
+                ..Backoff::default()
+            };
             // Loud by design: emitted even with events off, since nobody
             // would otherwise learn that the pool stopped trying.
             let event = Event::ReconnectGaveUp {
@@ -128,11 +172,15 @@ impl<C> Pool<C> {
             .min(policy.max_delay);
         // Between half and all of the delay, so that pools failing together
         // do not retry together.
-        let delay = delay.mul_f64(0.5 + 0.5 * self.rng.next_f64());
-        let at = now.checked_add(delay);
+        let spread = 0.5 + 0.5 * self.rng.next_f64();
+        let at = now.checked_add(delay.mul_f64(spread));
         match self.options.establish_failure {
             EstablishFailure::ClearPool if self.state == PoolState::Paused => self.backoff.auto_ready_at = at,
-            _ => self.backoff.not_before = at,
+            _ => {
+                self.backoff.not_before = at;
+                let waiting = delay.min(policy.max_delay_while_waiting);
+                self.backoff.not_before_waiting = now.checked_add(waiting.mul_f64(spread));
+            }
         }
     }
 
@@ -149,13 +197,13 @@ impl<C> Pool<C> {
         // Only a backoff end still ahead is worth a wake-up: once it has
         // passed, whatever it held back is started by the inputs that
         // follow, and reporting it would make the driver spin.
-        if let Some(end) = self.backoff.not_before {
-            if end > self.now
-                && self.state == PoolState::Ready
-                && (self.queue.len() > self.conns.pending_len()
-                    || self.conns.total() < self.options.min_pool_size as usize)
-            {
-                next = earliest(next, Some(end));
+        if self.backoff.is_active() && self.state == PoolState::Ready {
+            let ahead = |end: Option<Instant>| end.filter(|&end| end > self.now);
+            if self.queue.len() > self.conns.pending_len() {
+                next = earliest(next, ahead(self.backoff.not_before_waiting));
+            }
+            if self.conns.total() < self.options.min_pool_size as usize {
+                next = earliest(next, ahead(self.backoff.not_before));
             }
         }
         next

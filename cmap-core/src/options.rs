@@ -9,11 +9,16 @@ use std::time::Duration;
 
 use crate::error::OptionsError;
 
-/// What the pool does when establishing a connection fails.
+/// What the pool does when establishing a connection fails with an error
+/// that carries no backpressure label (an authentication failure, a DNS
+/// failure, an error the server answered the `hello` with).
 ///
-/// The spec hands an establishment error to SDAM, whose reaction to a
-/// pre-handshake error is to clear the pool. A pool used without SDAM gets
-/// that reaction from the core itself with [`EstablishFailure::ClearPool`].
+/// The spec hands an establishment error to SDAM, whose reaction to such
+/// an error is to clear the pool. A pool used without SDAM gets that
+/// reaction from the core itself with [`EstablishFailure::ClearPool`].
+/// A labelled error ([`EstablishErrorKind::Network`](crate::EstablishErrorKind))
+/// never clears the pool, whatever this says: SDAM ignores it (spec:
+/// "Backpressure-enabled").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum EstablishFailure {
@@ -38,6 +43,10 @@ pub struct Reconnect {
     /// After failing for this long without a success, stop retrying on
     /// its own and emit [`crate::Event::ReconnectGaveUp`].
     pub give_up_after: Option<Duration>,
+    /// The longest pause between attempts while checkouts wait for a
+    /// connection: a server that comes back serves them within about this
+    /// long. Attempts for `minPoolSize` alone use the full backoff.
+    pub max_delay_while_waiting: Duration,
 }
 
 impl Default for Reconnect {
@@ -46,6 +55,7 @@ impl Default for Reconnect {
             initial_delay: Duration::from_millis(100),
             max_delay: Duration::from_secs(10),
             give_up_after: Some(Duration::from_secs(300)),
+            max_delay_while_waiting: Duration::from_millis(10),
         }
     }
 }
@@ -64,8 +74,9 @@ pub struct PoolOptions {
     pub(crate) max_lifetime: Option<Duration>,
     pub(crate) lifetime_jitter: f64,
     pub(crate) establish_failure: EstablishFailure,
+    pub(crate) keep_waiting_on_overload: bool,
     pub(crate) reconnect: Option<Reconnect>,
-    pub(crate) seed: u64,
+    pub(crate) seed: Option<u64>,
     /// The spec options the user set, by spec name, for `PoolCreatedEvent`
     /// and the "Connection pool created" log message.
     pub(crate) explicit: Vec<(&'static str, u64)>,
@@ -86,8 +97,9 @@ impl Default for PoolOptions {
             max_lifetime: None,
             lifetime_jitter: 0.0,
             establish_failure: EstablishFailure::ClearPool,
+            keep_waiting_on_overload: false,
             reconnect: None,
-            seed: 0x5EED_C0DE,
+            seed: None,
             explicit: Vec::new(),
         }
     }
@@ -157,9 +169,25 @@ impl PoolOptions {
     pub fn establish_failure(&self) -> EstablishFailure {
         self.establish_failure
     }
+    /// Whether a checkout whose connection failed with a labelled
+    /// (overload) error keeps waiting for the next attempt.
+    pub fn keep_waiting_on_overload(&self) -> bool {
+        self.keep_waiting_on_overload
+    }
     /// The reconnect backoff, if the pool re-readies itself after failures.
     pub fn reconnect(&self) -> Option<Reconnect> {
         self.reconnect
+    }
+    /// The seed of the jitter generator, if one was set (a driver draws a
+    /// random one at build otherwise; the core alone uses a fixed one).
+    pub fn seed(&self) -> Option<u64> {
+        self.seed
+    }
+    /// The same options with the jitter seed `seed`: how a driver gives a
+    /// pool the random seed it drew.
+    pub fn with_seed(mut self, seed: u64) -> PoolOptions {
+        self.seed = Some(seed);
+        self
     }
     /// The spec options the user set, by spec name, in the order set.
     pub fn explicit_options(&self) -> &[(&'static str, u64)] {
@@ -203,10 +231,13 @@ impl PoolOptionsBuilder {
         self.note("minPoolSize", value.into());
         self
     }
-    /// `maxIdleTimeMS` (zero: no limit).
-    pub fn max_idle_time(mut self, value: Duration) -> Self {
-        self.options.max_idle_time = (!value.is_zero()).then_some(value);
-        self.note("maxIdleTimeMS", millis(value));
+    /// `maxIdleTimeMS`: `None` is no limit; a duration is the limit, so
+    /// `Duration::ZERO` keeps no connection idle. (In a connection string,
+    /// the spec's `0` means no limit.)
+    pub fn max_idle_time(mut self, value: impl Into<Option<Duration>>) -> Self {
+        let value = value.into();
+        self.options.max_idle_time = value;
+        self.note("maxIdleTimeMS", value.map_or(0, millis));
         self
     }
     /// `maxConnecting` (must be > 0).
@@ -215,10 +246,14 @@ impl PoolOptionsBuilder {
         self.note("maxConnecting", value.into());
         self
     }
-    /// `waitQueueTimeoutMS` (zero: no limit).
-    pub fn wait_queue_timeout(mut self, value: Duration) -> Self {
-        self.options.wait_queue_timeout = (!value.is_zero()).then_some(value);
-        self.note("waitQueueTimeoutMS", millis(value));
+    /// `waitQueueTimeoutMS`: `None` waits without limit; a duration is
+    /// the limit, so `Duration::ZERO` does not wait (a checkout gets an
+    /// available connection or fails at once). (In a connection string,
+    /// the spec's `0` means no limit.)
+    pub fn wait_queue_timeout(mut self, value: impl Into<Option<Duration>>) -> Self {
+        let value = value.into();
+        self.options.wait_queue_timeout = value;
+        self.note("waitQueueTimeoutMS", value.map_or(0, millis));
         self
     }
     /// Load-balanced mode (generations per service id).
@@ -239,9 +274,19 @@ impl PoolOptionsBuilder {
         self.options.lifetime_jitter = jitter;
         self
     }
-    /// The reaction to an establishment error.
+    /// The reaction to an establishment error without backpressure
+    /// labels.
     pub fn establish_failure(mut self, value: EstablishFailure) -> Self {
         self.options.establish_failure = value;
+        self
+    }
+    /// What a checkout does when the connection made for it fails with a
+    /// labelled (overload) error: with `false` (the spec's behaviour) it
+    /// fails with that error; with `true` it keeps waiting, until its own
+    /// deadline, for the pool's next attempt or a returned connection.
+    /// Either way the pool is not cleared.
+    pub fn keep_waiting_on_overload(mut self, value: bool) -> Self {
+        self.options.keep_waiting_on_overload = value;
         self
     }
     /// Re-ready the pool on its own after establishment failures.
@@ -250,9 +295,11 @@ impl PoolOptionsBuilder {
         self
     }
     /// Seed of the generator behind lifetime and backoff jitter, so that a
-    /// replay with the same seed is exact.
+    /// replay with the same seed is exact. Unset, a driver draws a random
+    /// one for each pool, so that pools failing together do not retry
+    /// together.
     pub fn seed(mut self, value: u64) -> Self {
-        self.options.seed = value;
+        self.options.seed = Some(value);
         self
     }
 
@@ -268,8 +315,9 @@ impl PoolOptionsBuilder {
             "maxPoolSize" => builder.max_pool_size(narrow(option, value, parsed)?),
             "minPoolSize" => builder.min_pool_size(narrow(option, value, parsed)?),
             "maxConnecting" => builder.max_connecting(narrow(option, value, parsed)?),
-            "maxIdleTimeMS" => builder.max_idle_time(Duration::from_millis(parsed)),
-            _ => builder.wait_queue_timeout(Duration::from_millis(parsed)),
+            // The spec's 0 is no limit.
+            "maxIdleTimeMS" => builder.max_idle_time(nonzero_millis(parsed)),
+            _ => builder.wait_queue_timeout(nonzero_millis(parsed)),
         };
         Ok(true)
     }
@@ -312,9 +360,20 @@ impl PoolOptionsBuilder {
                     reason: "needs 0 < initial_delay <= max_delay",
                 });
             }
+            if r.max_delay_while_waiting.is_zero() {
+                return Err(OptionsError::Invalid {
+                    option: "reconnect",
+                    value: "max_delay_while_waiting: 0".into(),
+                    reason: "needs a pause between attempts greater than 0",
+                });
+            }
         }
         Ok(o)
     }
+}
+
+fn nonzero_millis(ms: u64) -> Option<Duration> {
+    (ms > 0).then(|| Duration::from_millis(ms))
 }
 
 fn millis(d: Duration) -> u64 {
@@ -477,6 +536,7 @@ mod tests {
             initial_delay: Duration::from_secs(2),
             max_delay: Duration::from_secs(1),
             give_up_after: None,
+            max_delay_while_waiting: Duration::from_millis(10),
         };
         assert!(PoolOptions::builder().reconnect(Some(r)).build().is_err());
     }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::connection::{ConnectionId, Meta, PoolId, Pooled, ServiceId, WaiterId};
 use crate::connection_set::{Available, ConnectionSet, InUse, Pending};
-use crate::error::{CheckInError, CheckOutError, ClearCause, SharedError, UsageError};
+use crate::error::{CheckInError, CheckOutError, ClearCause, EstablishError, TimeoutContext, UsageError};
 use crate::event::{CheckOutFailedReason, ClosedReason, Event};
 use crate::maintenance::{Backoff, SplitMix64};
 use crate::options::{EstablishFailure, PoolOptions};
@@ -20,6 +20,10 @@ use crate::perish::Judge;
 use crate::stats::{Stats, Status};
 use crate::wait_queue::{WaitQueue, Waiter};
 use crate::Address;
+
+/// The jitter seed of a pool whose options set none and whose driver drew
+/// none (a driver draws a random one: see `PoolOptionsBuilder::seed`).
+const DEFAULT_SEED: u64 = 0x5EED_C0DE;
 
 /// The pool's state (spec: `ConnectionPool.state`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,6 +88,8 @@ pub struct Pool<C> {
     pub(crate) next_connection_id: u64,
     pub(crate) next_run: Option<Instant>,
     clear_cause: ClearCause,
+    /// The connection whose result the current input reports.
+    arriving: Option<ConnectionId>,
     pub(crate) rng: SplitMix64,
     /// The other counters; its `requests`, `usage_time` and `wait_time`
     /// stay zero (they are in `hot`; [`Pool::stats`] puts them together).
@@ -126,7 +132,7 @@ impl<C> Pool<C> {
     /// "Creating a Connection Pool").
     pub fn new(now: Instant, address: Address, options: PoolOptions) -> Pool<C> {
         let next_run = options.maintenance_interval.map(|i| now + i);
-        let rng = SplitMix64::new(options.seed);
+        let rng = SplitMix64::new(options.seed.unwrap_or(DEFAULT_SEED));
         let mut pool = Pool {
             address,
             options: Arc::new(options),
@@ -145,6 +151,7 @@ impl<C> Pool<C> {
             hot: HotCounters::default(),
             next_run,
             clear_cause: ClearCause::NeverReady,
+            arriving: None,
             rng,
             stats: Stats::default(),
             backoff: Backoff::default(),
@@ -316,7 +323,7 @@ impl<C> Pool<C> {
         conn: C,
         service_id: Option<ServiceId>,
     ) -> Result<(), UsageError> {
-        self.advance(now);
+        self.advance_with_result_of(now, id);
         let Some(pending) = self.conns.remove_pending(id) else {
             return self.late_result(id, Some(conn));
         };
@@ -359,37 +366,54 @@ impl<C> Pool<C> {
         // the pending count drops, so nobody starts another one needlessly.
         self.conns.push_available(Available { meta, conn });
         self.serve_queue();
+        // Its maxConnecting slot is free: population towards minPoolSize
+        // goes on at once rather than at the next background run.
+        if self.state == PoolState::Ready && self.options.maintenance_interval.is_some() {
+            self.populate();
+        }
         Ok(())
     }
 
     /// Reports that establishing connection `id` failed. The connection is
-    /// closed with reason `error`, the checkout it was made for fails with
-    /// `error`, and the pool reacts as `EstablishFailure` says (by default,
-    /// SDAM's reaction: clear).
+    /// closed with reason `error`, and then:
+    ///
+    /// - an error labelled `SystemOverloadedError` (a network error or
+    ///   timeout before the handshake completed) never clears the pool
+    ///   (spec: "Backpressure-enabled"); the checkout the connection was
+    ///   made for fails with it, or keeps waiting with
+    ///   `keep_waiting_on_overload`, while the pool retries with backoff;
+    /// - any other error fails that checkout, and the pool reacts as
+    ///   `EstablishFailure` says (by default, SDAM's reaction: clear).
     pub fn handle_establish_failed(
         &mut self,
         now: Instant,
         id: ConnectionId,
-        error: SharedError,
+        error: EstablishError,
     ) -> Result<(), UsageError> {
-        self.advance(now);
+        self.advance_with_result_of(now, id);
         let Some(pending) = self.conns.remove_pending(id) else {
             return self.late_result(id, None);
         };
         self.stats.connections_failed += 1;
+        let overload = error.is_overload();
+        let fails_requester = !(overload && self.options.keep_waiting_on_overload);
         let victim = pending
             .requester
+            .filter(|_| fails_requester)
             .and_then(|w| self.queue.remove(w).map(|waiter| (w, waiter)));
-        // SDAM ignores a stale error: a connection started before the last
-        // clear already had its pool cleared, so it must not clear (and
-        // pause) the new generation again.
-        if self.options.establish_failure == EstablishFailure::ClearPool
+        if !fails_requester {
+            self.forget_request(pending.requester);
+        }
+        // SDAM ignores a labelled error, and a stale one: a connection
+        // started before the last clear already had its pool cleared, so it
+        // must not clear (and pause) the new generation again.
+        if !overload
+            && self.options.establish_failure == EstablishFailure::ClearPool
             && !self.options.load_balanced
             && self.state != PoolState::Closed
             && pending.generation == self.generation
         {
-            let cause = ClearCause::EstablishFailed(error.to_string().into());
-            self.clear(cause, false);
+            self.clear(ClearCause::EstablishFailed(error.clone()), false);
         }
         self.closed_event(id, None, ClosedReason::Error, Some(error.clone()));
         if let Some((waiter, queued)) = victim {
@@ -614,6 +638,12 @@ impl<C> Pool<C> {
         self.now
     }
 
+    /// The last establishment failure, while the pool has had no success
+    /// since (a timed-out checkout's message names it).
+    pub fn last_establish_error(&self) -> Option<EstablishError> {
+        self.backoff.last_error.clone()
+    }
+
     /// Counters since the pool was created.
     pub fn stats(&self) -> Stats {
         let HotCounters {
@@ -639,9 +669,18 @@ impl<C> Pool<C> {
             self.now = now;
         }
         // Most inputs find nobody queued and no backoff: no call.
-        if !self.queue.is_empty() || self.backoff.not_before.is_some() {
+        if !self.queue.is_empty() || self.backoff.is_active() {
             self.expire_and_resume();
         }
+    }
+
+    /// `advance` for an input that reports connection `id`'s result: a
+    /// checkout that expires now must not abandon the connection that has
+    /// just arrived.
+    fn advance_with_result_of(&mut self, now: Instant, id: ConnectionId) {
+        self.arriving = Some(id);
+        self.advance(now);
+        self.arriving = None;
     }
 
     /// The rest of `advance`, when someone is queued or a backoff runs;
@@ -651,15 +690,41 @@ impl<C> Pool<C> {
         while let Some((id, waiter)) = self.queue.pop_expired(self.now) {
             self.forget_request_of(&waiter);
             self.time_out(id, waiter.started_at);
+            self.abandon_unneeded(waiter.requested);
         }
         // A reconnect backoff that ended since the last input lets the queue
         // ask for connections again at once, as a timer at its end would
         // have; every input, not only `handle_timeout`, may be the first to
         // see it.
-        if self.backoff.not_before.is_some_and(|t| t <= self.now) {
-            self.backoff.not_before = None;
-            self.start_connections_for_queue();
+        if self.backoff.is_active() {
+            let was_waiting = self.backoff.not_before_waiting.is_some();
+            let was_populating = self.backoff.not_before.is_some();
+            self.backoff.expire(self.now);
+            if was_waiting && self.backoff.not_before_waiting.is_none() {
+                self.start_connections_for_queue();
+            }
+            if was_populating && self.backoff.not_before.is_none() && self.state == PoolState::Ready {
+                self.populate();
+            }
         }
+    }
+
+    /// A connection being established for a checkout that just timed out
+    /// is abandoned unless another waiter or minPoolSize needs it: a
+    /// connect never outlives the deadline of the checkout that asked for
+    /// it for nothing. Closed with reason `error`; the pool is not cleared.
+    fn abandon_unneeded(&mut self, requested: Option<ConnectionId>) {
+        let Some(id) = requested.filter(|&id| Some(id) != self.arriving) else {
+            return;
+        };
+        let needed = self.queue.len() >= self.conns.pending_len()
+            || self.conns.total() <= self.options.min_pool_size as usize;
+        if needed || self.conns.remove_pending(id).is_none() {
+            return;
+        }
+        self.stats.connections_abandoned += 1;
+        self.closed_event(id, None, ClosedReason::Error, None);
+        self.push_action(Action::AbortEstablish { id });
     }
 
     pub(crate) fn since(&self, then: Instant) -> Duration {
@@ -726,7 +791,7 @@ impl<C> Pool<C> {
     /// will serve the queue head when ready, so only the excess of waiters
     /// over pending connections asks for more.
     fn start_connections_for_queue(&mut self) {
-        while self.queue.len() > self.conns.pending_len() && self.can_start_connection() {
+        while self.queue.len() > self.conns.pending_len() && self.can_start_connection(true) {
             let requester = self.queue.first_without_request_mut().map(|(id, _)| id);
             let id = self.start_connection(requester);
             if let Some(waiter) = requester.and_then(|w| self.queue.get_mut(w)) {
@@ -735,12 +800,15 @@ impl<C> Pool<C> {
         }
     }
 
-    pub(crate) fn can_start_connection(&self) -> bool {
+    /// Whether a connection may be started now, for waiting checkouts
+    /// (`for_waiters`) or for minPoolSize: ready, under maxPoolSize and
+    /// maxConnecting, and past the reconnect backoff that applies.
+    pub(crate) fn can_start_connection(&self, for_waiters: bool) -> bool {
         let o = &self.options;
         self.state == PoolState::Ready
             && (!o.is_capped() || self.conns.total() < o.max_pool_size as usize)
             && self.conns.pending_len() < o.max_connecting as usize
-            && self.backoff.not_before.is_none_or(|t| t <= self.now)
+            && self.backoff.hold_until(for_waiters).is_none_or(|t| t <= self.now)
     }
 
     /// Spec: "Creating a Connection".
@@ -829,14 +897,29 @@ impl<C> Pool<C> {
 
     fn time_out(&mut self, waiter: WaiterId, started_at: Instant) {
         self.stats.requests_timed_out += 1;
+        let mut status = self.status();
+        // The queue no longer holds it, but it was waiting.
+        status.waiting += 1;
         let error = CheckOutError::WaitQueueTimeout {
             address: self.address.clone(),
+            context: Box::new(TimeoutContext {
+                waited: self.since(started_at),
+                max_pool_size: self.options.max_pool_size,
+                status,
+                last_error: self.backoff.last_error.clone(),
+            }),
         };
         self.fail(waiter, started_at, error);
     }
 
     /// Spec: "Closing a Connection" of a connection the pool holds.
-    pub(crate) fn close(&mut self, meta: &Meta, conn: C, reason: ClosedReason, error: Option<SharedError>) {
+    pub(crate) fn close(
+        &mut self,
+        meta: &Meta,
+        conn: C,
+        reason: ClosedReason,
+        error: Option<EstablishError>,
+    ) {
         self.closed_event(meta.id, meta.service_id, reason, error);
         self.dispose(meta.id, conn, reason);
     }
@@ -847,7 +930,7 @@ impl<C> Pool<C> {
         id: ConnectionId,
         service_id: Option<ServiceId>,
         reason: ClosedReason,
-        error: Option<SharedError>,
+        error: Option<EstablishError>,
     ) {
         self.stats.connections_closed += 1;
         self.release_service(service_id);

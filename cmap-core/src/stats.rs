@@ -44,6 +44,9 @@ pub struct Stats {
     pub connections_opened: u64,
     /// Establishment attempts that failed.
     pub connections_failed: u64,
+    /// Establishments abandoned because the checkout that asked for them
+    /// timed out and nobody else needed them.
+    pub connections_abandoned: u64,
     /// Connections closed, for any reason.
     pub connections_closed: u64,
     /// In-use connections lost to an interrupting clear.

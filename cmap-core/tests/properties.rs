@@ -25,8 +25,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cmap_core::{
-    Action, CheckOut, CheckOutError, Clear, ConnectionId, EstablishFailure, Event, Output, Pool, PoolOptions,
-    PoolState, Pooled, Reconnect, ServiceId, SharedError, UsageError, WaiterId,
+    Action, CheckOut, CheckOutError, Clear, ConnectionId, EstablishError, EstablishFailure, Event, Output,
+    Pool, PoolOptions, PoolState, Pooled, Reconnect, ServiceId, UsageError, WaiterId,
 };
 use proptest::prelude::*;
 use support::{origin, Conn};
@@ -75,6 +75,7 @@ impl Opts {
                 initial_delay: ms(initial),
                 max_delay: ms(max),
                 give_up_after: give_up.map(ms),
+                ..Reconnect::default()
             }));
         if let Some(t) = self.wait_queue_timeout_ms {
             b = b.wait_queue_timeout(ms(t));
@@ -321,8 +322,8 @@ impl fmt::Display for Boom {
 
 impl std::error::Error for Boom {}
 
-fn boom(n: u64) -> SharedError {
-    Arc::new(Boom(n))
+fn boom(n: u64) -> EstablishError {
+    EstablishError::other(Boom(n))
 }
 
 macro_rules! ensure {

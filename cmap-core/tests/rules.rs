@@ -4,11 +4,10 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use cmap_core::{
-    Action, CheckInError, CheckOut, CheckOutError, CheckOutFailedReason, Clear, ClosedReason,
+    Action, CheckInError, CheckOut, CheckOutError, CheckOutFailedReason, Clear, ClosedReason, EstablishError,
     EstablishFailure, Event, Output, Pool, PoolOptions, PoolState, Reconnect, ServiceId, UsageError,
 };
 use support::{Conn, Harness};
@@ -17,11 +16,10 @@ fn opts() -> cmap_core::PoolOptionsBuilder {
     PoolOptions::builder()
 }
 
-fn io_error(text: &str) -> cmap_core::SharedError {
-    Arc::new(std::io::Error::new(
-        std::io::ErrorKind::ConnectionRefused,
-        text.to_owned(),
-    ))
+/// An establishment error without backpressure labels (such as an
+/// authentication failure): SDAM's reaction clears the pool.
+fn io_error(text: &str) -> EstablishError {
+    EstablishError::other(std::io::Error::other(text.to_owned()))
 }
 
 fn failed_reasons(h: &Harness) -> Vec<CheckOutFailedReason> {
@@ -341,8 +339,14 @@ fn wait_queue_timeout_fires_exactly_at_the_deadline() {
     assert_eq!(h.failed.len(), 1);
     assert_eq!(h.failed[0].0, w);
     assert_eq!(
-        h.failed[0].1.to_string(),
+        h.failed[0].1.spec_message(),
         "Timed out while checking out a Connection from connection pool"
+    );
+    // The spec's message, then the pool's state, as HikariCP words it.
+    assert_eq!(
+        h.failed[0].1.to_string(),
+        "Timed out while checking out a Connection from connection pool after 50 ms \
+         (maxPoolSize 1, total 1, idle 0, in use 1, connecting 0, waiting 1)"
     );
     match h.events.last() {
         Some(Event::ConnectionCheckOutFailed { reason, duration, .. }) => {
@@ -975,6 +979,7 @@ fn reconnect_backoff_re_readies_and_gives_up_loudly() {
         initial_delay: Duration::from_millis(100),
         max_delay: Duration::from_millis(400),
         give_up_after: Some(Duration::from_secs(2)),
+        ..Reconnect::default()
     };
     let mut h = Harness::ready(opts().reconnect(Some(policy)).build().unwrap());
     h.pool.set_events_enabled(false); // giving up is reported even so

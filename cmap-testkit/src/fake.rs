@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cmap_async::{Event, ManageConnection, Runtime};
+use cmap_async::{EstablishErrorKind, Event, ManageConnection, Runtime};
 
 /// A fake connection; counted alive until dropped.
 #[derive(Debug)]
@@ -36,8 +36,12 @@ pub struct State {
     pub alive: Arc<AtomicI64>,
     /// How long connecting takes, in microseconds.
     pub connect_us: AtomicU64,
-    /// Connecting fails (connection refused) while set.
+    /// Connecting fails (connection refused: a network error, labelled
+    /// `SystemOverloadedError`) while set.
     pub refuse: AtomicBool,
+    /// Connecting fails (authentication failed: no labels, the pool is
+    /// cleared) while set.
+    pub deny: AtomicBool,
     /// Connecting never finishes while set.
     pub hang: AtomicBool,
     /// Random connect time up to `connect_us` instead of exactly it.
@@ -71,7 +75,10 @@ impl State {
     /// otherwise the next connection.
     pub fn open(&self) -> Result<Conn, FakeError> {
         if self.refuse.load(Ordering::SeqCst) {
-            return Err(FakeError("connection refused"));
+            return Err(FakeError(REFUSED));
+        }
+        if self.deny.load(Ordering::SeqCst) {
+            return Err(FakeError(DENIED));
         }
         let n = self.connects.fetch_add(1, Ordering::SeqCst) + 1;
         self.alive.fetch_add(1, Ordering::SeqCst);
@@ -95,6 +102,21 @@ impl State {
 /// The fake's error.
 #[derive(Debug)]
 pub struct FakeError(pub &'static str);
+
+const REFUSED: &str = "connection refused";
+const DENIED: &str = "authentication failed";
+
+impl FakeError {
+    /// A refused connection is a network error; denied credentials are an
+    /// authentication error; anything else (a failed check) is other.
+    pub fn kind(&self) -> EstablishErrorKind {
+        match self.0 {
+            REFUSED => EstablishErrorKind::Network,
+            DENIED => EstablishErrorKind::Authentication,
+            _ => EstablishErrorKind::Other,
+        }
+    }
+}
 
 impl std::fmt::Display for FakeError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -159,6 +181,10 @@ impl<R: Runtime> ManageConnection for Fake<R> {
             }
             state.open()
         }
+    }
+
+    fn classify(&self, error: &FakeError) -> EstablishErrorKind {
+        error.kind()
     }
 
     fn check(&self, _conn: &mut Conn) -> impl Future<Output = Result<(), FakeError>> + Send {

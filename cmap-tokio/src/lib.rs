@@ -15,6 +15,7 @@
 //! impl ManageConnection for Tcp {
 //!     type Connection = tokio::net::TcpStream;
 //!     type Error = std::io::Error;
+//!     fn classify(&self, e: &std::io::Error) -> cmap_tokio::EstablishErrorKind { cmap_tokio::EstablishErrorKind::of_io(e) }
 //!     fn connect(&self) -> impl Future<Output = Result<Self::Connection, Self::Error>> + Send {
 //!         tokio::net::TcpStream::connect(self.0)
 //!     }

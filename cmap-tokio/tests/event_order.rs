@@ -20,6 +20,9 @@ struct Slow {
 impl ManageConnection for Slow {
     type Connection = ();
     type Error = std::io::Error;
+    fn classify(&self, e: &std::io::Error) -> cmap_tokio::EstablishErrorKind {
+        cmap_tokio::EstablishErrorKind::of_io(e)
+    }
 
     fn connect(&self) -> impl Future<Output = Result<(), std::io::Error>> + Send {
         let fail = self.fail;

@@ -12,7 +12,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use cmap_async::{ManageConnection, Runtime};
+use cmap_async::{EstablishErrorKind, ManageConnection, Runtime};
 
 use crate::endpoint::{Endpoint, EndpointError};
 
@@ -236,5 +236,9 @@ impl<R: Runtime> ManageConnection for SimManager<R> {
             }
             handshake.outcome.map(|()| SimConnection)
         }
+    }
+
+    fn classify(&self, error: &EndpointError) -> EstablishErrorKind {
+        error.kind()
     }
 }

@@ -16,6 +16,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use cmap_core::EstablishErrorKind;
+
 use crate::format::{FailPoint, FailPointMode};
 
 /// The handshake's commands, and whether each belongs to authentication.
@@ -47,6 +49,21 @@ pub enum EndpointError {
 }
 
 impl EndpointError {
+    /// What kind of establishment failure it is (spec: "Backpressure-
+    /// enabled"): a network error during the `hello` may come from
+    /// overload; one during the authentication after it, an
+    /// authentication error, and an error the server answered with may
+    /// not.
+    pub fn kind(&self) -> EstablishErrorKind {
+        match self {
+            EndpointError::Network { command } if !is_auth(command) => EstablishErrorKind::Network,
+            EndpointError::Network { .. } | EndpointError::Authentication { .. } => {
+                EstablishErrorKind::Authentication
+            }
+            EndpointError::Command { .. } => EstablishErrorKind::Other,
+        }
+    }
+
     /// The error type name as the CMAP test files spell it (`error.type`).
     pub fn type_name(&self) -> &'static str {
         match self {
@@ -72,6 +89,11 @@ impl fmt::Display for EndpointError {
 }
 
 impl std::error::Error for EndpointError {}
+
+/// Whether `command` belongs to the authentication after the `hello`.
+fn is_auth(command: &str) -> bool {
+    HANDSHAKE.iter().any(|&(c, auth)| auth && c == command)
+}
 
 /// What one handshake does: take `delay`, then end with `outcome`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -255,6 +277,23 @@ mod tests {
         assert!(ep.would_fire("listDatabases"));
         assert!(Endpoint::is_handshake("saslStart") && Endpoint::is_handshake("isMaster"));
         assert!(!Endpoint::is_handshake("ping"));
+    }
+
+    #[test]
+    fn only_network_errors_before_authentication_may_be_overload() {
+        let network = |command| EndpointError::Network { command }.kind();
+        assert_eq!(network("hello"), EstablishErrorKind::Network);
+        assert_eq!(network("saslContinue"), EstablishErrorKind::Authentication);
+        let auth = EndpointError::Authentication {
+            command: "saslStart",
+            code: 18,
+        };
+        assert_eq!(auth.kind(), EstablishErrorKind::Authentication);
+        let command = EndpointError::Command {
+            command: "hello",
+            code: 91,
+        };
+        assert_eq!(command.kind(), EstablishErrorKind::Other);
     }
 
     #[test]

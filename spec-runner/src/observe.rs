@@ -69,7 +69,6 @@ impl RaisedError {
     pub fn from_check_out(error: &CheckOutError) -> RaisedError {
         let (kind, address) = match error {
             CheckOutError::ConnectionError { address, source, .. } => {
-                let source: &(dyn std::error::Error + 'static) = &**source;
                 let kind = source
                     .downcast_ref::<EndpointError>()
                     .map_or(error.spec_name(), EndpointError::type_name);
@@ -77,12 +76,14 @@ impl RaisedError {
             }
             CheckOutError::PoolClosed { address }
             | CheckOutError::PoolCleared { address, .. }
-            | CheckOutError::WaitQueueTimeout { address } => (error.spec_name(), Some(address)),
+            | CheckOutError::WaitQueueTimeout { address, .. } => (error.spec_name(), Some(address)),
             _ => (error.spec_name(), None),
         };
         RaisedError {
             kind: kind.to_owned(),
-            message: error.to_string(),
+            // The spec's message: the pool's state this crate adds to a
+            // timeout is not the spec's.
+            message: error.spec_message(),
             address: address.map(ToString::to_string),
         }
     }
@@ -137,8 +138,8 @@ impl RaisedError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cmap_core::{Address, ConnectionId};
-    use std::sync::Arc;
+    use cmap_core::{Address, ConnectionId, EstablishError, PoolState, Status, TimeoutContext};
+    use std::time::Duration;
 
     #[test]
     fn establishment_errors_take_their_source_type() {
@@ -146,7 +147,7 @@ mod tests {
         let err = CheckOutError::ConnectionError {
             address: address.clone(),
             connection_id: ConnectionId(1),
-            source: Arc::new(EndpointError::Authentication {
+            source: EstablishError::authentication(EndpointError::Authentication {
                 command: "saslContinue",
                 code: 18,
             }),
@@ -154,7 +155,21 @@ mod tests {
         let raised = RaisedError::from_check_out(&err);
         assert_eq!(raised.kind, "AuthenticationError");
         assert_eq!(raised.address.as_deref(), Some("h:1"));
-        let timeout = RaisedError::from_check_out(&CheckOutError::WaitQueueTimeout { address });
+        let context = Box::new(TimeoutContext {
+            waited: Duration::from_millis(50),
+            max_pool_size: 1,
+            status: Status {
+                state: PoolState::Ready,
+                generation: 0,
+                total: 1,
+                available: 0,
+                pending: 0,
+                in_use: 1,
+                waiting: 1,
+            },
+            last_error: None,
+        });
+        let timeout = RaisedError::from_check_out(&CheckOutError::WaitQueueTimeout { address, context });
         assert_eq!(timeout.kind, "WaitQueueTimeoutError");
         assert_eq!(
             timeout.to_json()["message"],

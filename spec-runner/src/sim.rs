@@ -34,10 +34,9 @@
 //! message naming what each thread waits for, rather than hanging.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cmap_core::{Action, Clear, ConnectionId, Output, Pool, PoolOptions, Pooled, WaiterId};
+use cmap_core::{Action, Clear, ConnectionId, EstablishError, Output, Pool, PoolOptions, Pooled, WaiterId};
 use serde_json::Value;
 
 use crate::endpoint::{Endpoint, EndpointError};
@@ -318,7 +317,8 @@ impl Sim {
             }
             Err(error) => {
                 self.note(|| format!("connection {id} failed: {} ({error})", error.type_name()));
-                self.pool.handle_establish_failed(self.now, id, Arc::new(error))
+                let error = EstablishError::new(error.kind(), error);
+                self.pool.handle_establish_failed(self.now, id, error)
             }
         };
         result.map_err(|e| format!("the pool refused the outcome of connection {id}: {e}"))?;

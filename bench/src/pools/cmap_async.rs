@@ -16,6 +16,11 @@ pub struct Manager(Connector);
 impl ManageConnection for Manager {
     type Connection = Conn;
     type Error = Never;
+
+    fn classify(&self, never: &Never) -> cmap_async::EstablishErrorKind {
+        let _ = never;
+        cmap_async::EstablishErrorKind::Other
+    }
     // The default `reset` (none): returns skip it, as the other pools' do.
     const RESETS: bool = false;
 

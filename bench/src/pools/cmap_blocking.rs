@@ -11,6 +11,11 @@ pub struct Manager(Connector);
 impl ManageConnection for Manager {
     type Connection = Conn;
     type Error = Never;
+
+    fn classify(&self, never: &Never) -> cmap_blocking::EstablishErrorKind {
+        let _ = never;
+        cmap_blocking::EstablishErrorKind::Other
+    }
     // The default `reset` (none): returns skip it, as the other pools' do.
     const RESETS: bool = false;
 

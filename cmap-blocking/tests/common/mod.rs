@@ -29,6 +29,10 @@ impl ManageConnection for SyncFake {
     type Connection = Conn;
     type Error = FakeError;
 
+    fn classify(&self, error: &FakeError) -> cmap_blocking::EstablishErrorKind {
+        error.kind()
+    }
+
     fn connect(&self) -> Result<Conn, FakeError> {
         self.connect_threads.lock().unwrap().push(thread::current().id());
         let delay = self.connect_delay();

@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::ops::{Deref, DerefMut};
 
-use cmap_tokio::ManageConnection;
+use cmap_tokio::{EstablishErrorKind, ManageConnection};
 use tokio_postgres::{Client, Config, NoTls};
 
 /// Opens PostgreSQL connections from a `tokio_postgres::Config`.
@@ -90,6 +90,21 @@ impl ManageConnection for PgManager {
             });
             let backend_pid = client.query_one("SELECT pg_backend_pid()", &[]).await?.get(0);
             Ok(PgConnection { client, backend_pid })
+        }
+    }
+
+    /// The server's own answers by SQLSTATE (class 28: the credentials;
+    /// 53300 too many connections and 57P03 cannot connect now: overload),
+    /// otherwise the socket's error.
+    fn classify(&self, error: &PgError) -> EstablishErrorKind {
+        let PgError::Postgres(e) = error else {
+            return EstablishErrorKind::Network;
+        };
+        match e.as_db_error().map(|db| db.code().code()) {
+            Some(code) if code.starts_with("28") => EstablishErrorKind::Authentication,
+            Some("53300" | "57P03") => EstablishErrorKind::Network,
+            Some(_) => EstablishErrorKind::Other,
+            None => EstablishErrorKind::of_chain(e),
         }
     }
 
