@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use cmap_core::{Action, ConnectionId, Event, Output, Pool, PoolOptions, Pooled, WaiterId};
+use cmap_core::{Action, ConnectionId, Event, Output, Pool, PoolOptions, Pooled, UsageError, WaiterId};
 
 /// A fake connection: just its number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +32,20 @@ pub fn next_output<C>(pool: &mut Pool<C>) -> Result<Option<Output<C>>, String> {
         (false, true) => Err("an output came that has_output() did not announce".to_owned()),
         _ => Ok(out),
     }
+}
+
+/// Reports that establishing connection `id` failed (connection refused).
+///
+/// Every test that fails an establishment calls this, never
+/// `handle_establish_failed` itself: the error type that input takes is
+/// changing, and this is the one place to adapt.
+pub fn fail_establish<C>(pool: &mut Pool<C>, now: Instant, id: ConnectionId) -> Result<(), UsageError> {
+    // Unlabelled (as an authentication failure): the kind of failure that
+    // clears the pool, so that a test can see whether it does.
+    let error = cmap_core::EstablishError::other(std::io::Error::other(format!(
+        "establishing connection {id} failed"
+    )));
+    pool.handle_establish_failed(now, id, error)
 }
 
 #[allow(clippy::disallowed_methods)]
