@@ -14,22 +14,38 @@
 //! that does its part (checks in, establishes, fires timers) gets every
 //! waiter an outcome.
 //!
+//! The model keeps its own generations: it counts the clears (and the
+//! establishment errors that clear: only those of the current generation),
+//! records each connection's generation when its `Establish` comes out (in
+//! load-balanced mode, its service's when established), and judges
+//! staleness from that record, never from the pool's. On that basis it
+//! also checks: the pool's generation equals its count; a delivered
+//! connection carries the generation it was created in; every
+//! `ConnectionClosed` and `Close` gives the expected reason (error, stale,
+//! idle, poolClosed, detached, lifetime when it may have ended; an
+//! interrupted connection is reported stale); `PoolCleared` comes before
+//! the stale closes and cleared checkouts it causes, and `PoolClosed` after
+//! the closes and failures of the close; an interrupting clear leaves no
+//! in-use (or, non-load-balanced, pending) connection of a generation it
+//! ended uninterrupted; `Establish` comes only while waiters outnumber
+//! pending connections or below minPoolSize; checkout durations (events
+//! and `Stats::wait_time`) run from the checkout's start.
+//!
 //! `PROPTEST_CASES` sets the number of cases (256 by default; CI runs
 //! 10,000: about 3 s each in release, 15 s in debug, on 2 cores).
 
 mod support;
 
-use std::collections::BTreeSet;
-use std::fmt;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cmap_core::{
-    Action, CheckOut, CheckOutError, Clear, ConnectionId, EstablishError, EstablishFailure, Event, Output,
+    Action, CheckOut, CheckOutError, Clear, ClosedReason, ConnectionId, EstablishFailure, Event, Output,
     Pool, PoolOptions, PoolState, Pooled, Reconnect, ServiceId, UsageError, WaiterId,
 };
 use proptest::prelude::*;
-use support::{origin, Conn};
+use support::{fail_establish, origin, Conn};
 
 /// Connections handed in as late results carry this mark, so that their
 /// disposal is told apart from the closing of the pool's own connection.
@@ -221,6 +237,12 @@ enum Cmd {
     StaleTimeout {
         ms: u64,
     },
+    /// The clock moves to `offset_ns` from the instant the connection made
+    /// available last reaches `maxIdleTimeMS`, and a checkout follows: the
+    /// idle rule's boundary, which whole milliseconds seldom hit.
+    AtIdleEdge {
+        offset_ns: i64,
+    },
 }
 
 fn cmd() -> impl Strategy<Value = Cmd> {
@@ -254,6 +276,7 @@ fn cmd() -> impl Strategy<Value = Cmd> {
         25 => any::<bool>().prop_map(|early| Cmd::FireTimer { early }),
         8 => (0..600u64).prop_map(|ms| Cmd::Jump { ms }),
         3 => (0..50u64).prop_map(|ms| Cmd::StaleTimeout { ms }),
+        4 => (-1..=1i64).prop_map(|offset_ns| Cmd::AtIdleEdge { offset_ns }),
     ]
 }
 
@@ -293,6 +316,12 @@ struct ConnModel {
     created_at: Instant,
     /// When it last became available.
     pooled_since: Instant,
+    /// Its generation, by the model's own count of clears: the pool's when
+    /// its `Establish` came out, or (load-balanced) its service's when it
+    /// was established.
+    generation: u32,
+    /// Its service (load-balanced), once established.
+    service: Option<ServiceId>,
 }
 
 /// What the events said about a connection.
@@ -301,29 +330,19 @@ struct ConnEvents {
     ready: bool,
     closed: u32,
     checked_out: bool,
+    /// The duration of its latest `ConnectionCheckedOut`, until the
+    /// `Deliver` it announces.
+    checked_out_for: Option<Duration>,
 }
 
 #[derive(Debug)]
 struct WaiterModel {
+    /// The pool's clock when the checkout started.
+    started: Instant,
     deadline: Option<Instant>,
     state: WState,
     /// The spec name of the error it failed with.
     error: Option<&'static str>,
-}
-
-#[derive(Debug)]
-struct Boom(u64);
-
-impl fmt::Display for Boom {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "boom {}", self.0)
-    }
-}
-
-impl std::error::Error for Boom {}
-
-fn boom(n: u64) -> EstablishError {
-    EstablishError::other(Boom(n))
 }
 
 macro_rules! ensure {
@@ -370,6 +389,37 @@ struct Sim {
     /// the `Deliver` it stands for, after the input's events.
     served_directly: Option<Action<Conn>>,
     touched: Vec<u64>,
+    /// The pool's generation by the model's own count of clears (never
+    /// read from the pool; compared with it after every step).
+    generation: u32,
+    /// The generation when this step began: a connection started in a step
+    /// that clears was started before the clear (after it, the pool is
+    /// paused and starts none).
+    step_generation: u32,
+    /// Load-balanced: each service's generation and connection count, as
+    /// the spec's map keeps them (an entry goes with its last connection).
+    services: BTreeMap<ServiceId, (u32, u32)>,
+    /// `handle_close` was called.
+    closed: bool,
+    /// The pool's `now` when this step began.
+    step_started: Instant,
+    /// This step's clear, if it took effect: (interrupt, service).
+    step_clear: Option<(bool, Option<ServiceId>)>,
+    /// The connection checked in this step, and whether it was errored.
+    checking_in: Option<(u64, bool)>,
+    /// The connection this step closes by its own input (detach, failed
+    /// establishment) and the reason its `ConnectionClosed` must give.
+    closing: Option<(u64, ClosedReason)>,
+    /// The first event of this step that a clear causes (a stale close, a
+    /// checkout failed as cleared), which must follow `PoolCleared`.
+    step_caused: Option<String>,
+    /// `PoolClosed` came this step: the closing is over.
+    step_pool_closed: bool,
+    /// The durations of `ConnectionCheckOutFailed` events not yet matched
+    /// with their `Fail`.
+    ev_fail_durations: VecDeque<Duration>,
+    /// What `Stats::wait_time` must be: every delivered checkout's wait.
+    wait_time: Duration,
     checkouts: u64,
     delivers: u64,
     fails: u64,
@@ -421,6 +471,18 @@ impl Sim {
             check_out_verdict: None,
             served_directly: None,
             touched: Vec::new(),
+            generation: 0,
+            step_generation: 0,
+            services: BTreeMap::new(),
+            closed: false,
+            step_started: t0,
+            step_clear: None,
+            checking_in: None,
+            closing: None,
+            step_caused: None,
+            step_pool_closed: false,
+            ev_fail_durations: VecDeque::new(),
+            wait_time: Duration::ZERO,
             checkouts: 0,
             delivers: 0,
             fails: 0,
@@ -497,6 +559,17 @@ impl Sim {
         let c = self.conn(id)?;
         ensure!(!c.closed_counted, "connection {id} is closed twice");
         c.closed_counted = true;
+        // Spec: a service's entry goes once its connection count is 0.
+        if let Some(service) = c.service {
+            let entry = self
+                .services
+                .get_mut(&service)
+                .expect("a service of a live connection");
+            entry.1 -= 1;
+            if entry.1 == 0 {
+                self.services.remove(&service);
+            }
+        }
         Ok(())
     }
 
@@ -508,6 +581,7 @@ impl Sim {
         );
         self.checkouts += 1;
         self.waiters.push(WaiterModel {
+            started: self.pool_now,
             deadline,
             state: WState::Waiting,
             error: None,
@@ -547,21 +621,120 @@ impl Sim {
     }
 
     /// Whether the pool's generation (its service's, load-balanced) has
-    /// moved on since `c` was made.
-    fn is_stale(&self, c: &Pooled<Conn>) -> bool {
-        if self.opts.load_balanced {
-            c.service_id()
-                .and_then(|s| self.pool.service_generation(s))
-                .is_some_and(|(generation, _)| generation != c.generation())
-        } else {
-            c.generation() != self.pool.generation()
+    /// moved on since connection `id` was made, by the model's count.
+    fn is_stale(&self, id: u64) -> bool {
+        let c = &self.conns[id as usize - 1];
+        match c.service {
+            Some(service) if self.opts.load_balanced => self
+                .services
+                .get(&service)
+                .is_some_and(|&(generation, _)| generation != c.generation),
+            _ => c.generation != self.generation,
         }
+    }
+
+    /// Whether connection `id`'s lifetime may have ended by now: it is
+    /// jittered, so only its earliest possible end is known.
+    fn may_be_past_lifetime(&self, id: u64) -> bool {
+        self.opts.lifetime.is_some_and(|(lifetime, jitter)| {
+            let earliest = Duration::from_millis(lifetime).mul_f64(1.0 - jitter);
+            let created = self.conns[id as usize - 1].created_at;
+            self.pool_now + Duration::from_micros(1) >= created + earliest
+        })
+    }
+
+    /// The reason connection `id` must be closed with now, by what the model
+    /// knows of it (spec: "Closing a Connection", "Perishable"); `Lifetime`
+    /// stands for "may be closed for its lifetime", which is jittered.
+    fn expected_close(&self, id: u64) -> Result<ClosedReason, String> {
+        if let Some((closing, reason)) = self.closing {
+            if closing == id {
+                return Ok(reason);
+            }
+        }
+        // A connection started and closed within this step, whose
+        // `Establish` the model has not seen yet (events kept apart).
+        // A pending connection is abandoned by a close, by an interrupting
+        // clear (stale), or because the checkout it was made for timed out
+        // and nobody else needs it (error).
+        let abandoned = if self.closed {
+            ClosedReason::PoolClosed
+        } else if self.step_clear.is_some_and(|(interrupt, _)| interrupt) {
+            ClosedReason::Stale
+        } else {
+            ClosedReason::Error
+        };
+        let Some(c) = self.conns.get((id as usize).wrapping_sub(1)) else {
+            return Ok(abandoned);
+        };
+        let reason = match c.state {
+            CState::Pending => abandoned,
+            // Interrupted (or disposed of after it): the core reports it as
+            // stale, the spec's reason for a clear.
+            CState::Held { .. } | CState::Disposing => ClosedReason::Stale,
+            CState::Pooled if self.closed => ClosedReason::PoolClosed,
+            CState::Pooled => {
+                let checked_in = self.checking_in.filter(|&(c, _)| c == id);
+                let idle = || {
+                    checked_in.is_none()
+                        && self
+                            .opts
+                            .max_idle_ms
+                            .is_some_and(|max| self.pool_now - c.pooled_since > Duration::from_millis(max))
+                };
+                if checked_in.is_some_and(|(_, errored)| errored) {
+                    ClosedReason::Error
+                } else if self.is_stale(id) {
+                    ClosedReason::Stale
+                } else if idle() {
+                    ClosedReason::Idle
+                } else if self.may_be_past_lifetime(id) {
+                    ClosedReason::Lifetime
+                } else {
+                    return Err(format!(
+                        "connection {id} is closed but is neither errored, stale, idle nor past its lifetime"
+                    ));
+                }
+            }
+            other => return Err(format!("connection {id} is closed while {other:?}")),
+        };
+        Ok(reason)
+    }
+
+    /// Checks the reason a connection was closed with.
+    fn check_close_reason(&self, id: u64, reason: ClosedReason, what: &str) -> Result<(), String> {
+        let expected = self.expected_close(id)?;
+        // A close (or a clear) also lets time pass first: a checkout whose
+        // deadline that passes may abandon its pending connection (error).
+        let pending = self
+            .conns
+            .get((id as usize).wrapping_sub(1))
+            .is_none_or(|c| c.state == CState::Pending);
+        let expired = self.waiters.iter().any(|w| {
+            w.deadline
+                .is_some_and(|d| d > self.step_started && d <= self.pool_now)
+        });
+        if pending && expired && reason == ClosedReason::Error {
+            return Ok(());
+        }
+        ensure!(
+            reason == expected,
+            "{what} of connection {id} says {reason:?}, expected {expected:?}"
+        );
+        Ok(())
     }
 
     // ----- one step -------------------------------------------------------
 
     fn step(&mut self, cmd: &Cmd) -> Result<(), String> {
+        self.step_started = self.pool_now;
         self.touched.clear();
+        self.step_generation = self.generation;
+        self.step_clear = None;
+        self.checking_in = None;
+        self.closing = None;
+        self.step_caused = None;
+        self.step_pool_closed = false;
         let mut fired = false;
         let now = self.wall;
         match *cmd {
@@ -619,11 +792,11 @@ impl Sim {
                     CState::Pooled
                 };
                 self.move_conn(id, &[CState::Held { interrupted }], to)?;
+                self.checking_in = Some((id, errored));
                 // Spec: closed when perished or the pool is closed, made
                 // available otherwise. (A lifetime is jittered: not judged.)
                 if !interrupted && self.opts.lifetime.is_none() {
-                    let closed = self.pool.state() == PoolState::Closed;
-                    self.check_in_verdict = Some((id, errored || closed || self.is_stale(&c)));
+                    self.check_in_verdict = Some((id, errored || self.closed || self.is_stale(id)));
                 }
                 let r = self.pool.handle_check_in(now, c);
                 self.told(now);
@@ -638,6 +811,7 @@ impl Sim {
                 let id = c.id().0;
                 let interrupted = self.conn(id)?.state == CState::Held { interrupted: true };
                 self.move_conn(id, &[CState::Held { interrupted }], CState::Closed)?;
+                self.closing = Some((id, ClosedReason::Detached));
                 if !interrupted {
                     self.count_closed(id)?;
                 }
@@ -679,6 +853,16 @@ impl Sim {
                 };
                 self.move_conn(id, &[CState::Pending], CState::Pooled)?;
                 let sid = self.opts.load_balanced.then_some(ServiceId([service; 12]));
+                if let Some(sid) = sid {
+                    // Spec ("Load Balancer Mode"): the connection takes its
+                    // service's generation, and counts in its entry.
+                    let entry = self.services.entry(sid).or_default();
+                    entry.1 += 1;
+                    let generation = entry.0;
+                    let c = self.conn(id)?;
+                    c.generation = generation;
+                    c.service = Some(sid);
+                }
                 let r = self.pool.handle_established(now, ConnectionId(id), Conn(id), sid);
                 self.told(now);
                 self.log(|| format!("established {id} -> {r:?}"));
@@ -688,9 +872,20 @@ impl Sim {
                 let Some(&id) = self.pending.iter().nth(pick % self.pending.len().max(1)) else {
                     return self.after(false);
                 };
+                // SDAM's reaction clears the pool, unless the connection is
+                // of a generation already cleared (spec: "the generation of
+                // the pool when this Connection was created").
+                let clears = !self.opts.keep_ready
+                    && !self.opts.load_balanced
+                    && !self.closed
+                    && self.conn(id)?.generation == self.generation;
                 self.move_conn(id, &[CState::Pending], CState::Closed)?;
+                self.closing = Some((id, ClosedReason::Error));
                 self.count_closed(id)?;
-                let r = self.pool.handle_establish_failed(now, ConnectionId(id), boom(id));
+                if clears {
+                    self.generation += 1;
+                }
+                let r = fail_establish(&mut self.pool, now, ConnectionId(id));
                 self.told(now);
                 self.log(|| format!("establish failed {id} -> {r:?}"));
                 ensure!(r.is_ok(), "establish failed {id}: {r:?}");
@@ -707,7 +902,7 @@ impl Sim {
                     self.pool
                         .handle_established(now, ConnectionId(id), Conn(LATE + id), None)
                 } else {
-                    self.pool.handle_establish_failed(now, ConnectionId(id), boom(id))
+                    fail_establish(&mut self.pool, now, ConnectionId(id))
                 };
                 self.told(now);
                 self.log(|| format!("late result {id} ok={ok} -> {r:?}"));
@@ -724,7 +919,7 @@ impl Sim {
                 let r = if ok {
                     self.pool.handle_established(now, id, Conn(LATE + id.0), None)
                 } else {
-                    self.pool.handle_establish_failed(now, id, boom(id.0))
+                    fail_establish(&mut self.pool, now, id)
                 };
                 self.told(now);
                 self.log(|| format!("unknown result {id} -> {r:?}"));
@@ -785,6 +980,19 @@ impl Sim {
                 };
                 let r = self.pool.handle_clear(now, clear);
                 self.told(now);
+                if !wrong_mode && !self.closed {
+                    if lb {
+                        let sid = ServiceId([service; 12]);
+                        // Only a service the pool knows has a generation.
+                        if let Some(entry) = self.services.get_mut(&sid) {
+                            entry.0 += 1;
+                            self.step_clear = Some((interrupt, Some(sid)));
+                        }
+                    } else {
+                        self.generation += 1;
+                        self.step_clear = Some((interrupt, None));
+                    }
+                }
                 self.log(|| format!("clear interrupt={interrupt} service={with_service} -> {r:?}"));
                 if wrong_mode {
                     ensure!(
@@ -807,6 +1015,7 @@ impl Sim {
                 }
             }
             Cmd::Close => {
+                self.closed = true;
                 self.pool.handle_close(now);
                 self.told(now);
                 self.log(|| "close".to_owned());
@@ -832,6 +1041,26 @@ impl Sim {
             Cmd::Jump { ms } => {
                 self.wall += Duration::from_millis(ms);
                 self.log(|| format!("jump {ms}"));
+            }
+            Cmd::AtIdleEdge { offset_ns } => {
+                let latest = self
+                    .conns
+                    .iter()
+                    .filter(|c| c.state == CState::Pooled)
+                    .map(|c| c.pooled_since)
+                    .max();
+                let (Some(since), Some(max)) = (latest, self.opts.max_idle_ms) else {
+                    return self.after(false);
+                };
+                let edge = since + Duration::from_millis(max);
+                let at = if offset_ns < 0 {
+                    edge - Duration::from_nanos(offset_ns.unsigned_abs())
+                } else {
+                    edge + Duration::from_nanos(offset_ns as u64)
+                };
+                self.wall = self.wall.max(at);
+                self.log(|| format!("to the idle edge {offset_ns:+} ns"));
+                return self.step(&Cmd::CheckOut { stale_ms: 0 });
             }
             Cmd::StaleTimeout { ms } => {
                 let at = self
@@ -910,10 +1139,14 @@ impl Sim {
                     max == 0 || total < max,
                     "Establish {id} with {total} connections of {max}"
                 );
-                // With nobody waiting, only populating to minPoolSize.
+                // Spec: a connection is started for a checkout only while
+                // checkouts outnumber the connections being established
+                // (each of which will serve one), or to populate the pool
+                // to minPoolSize.
+                let (waiting, pending) = (self.waiting.len(), self.pending.len());
                 ensure!(
-                    !self.waiting.is_empty() || total < self.opts.min_pool_size as usize,
-                    "Establish {id} with nobody waiting and {total} connections (min {})",
+                    waiting > pending || total < self.opts.min_pool_size as usize,
+                    "Establish {id} with {waiting} waiting, {pending} pending and {total} connections (min {})",
                     self.opts.min_pool_size
                 );
                 self.conns.push(ConnModel {
@@ -921,6 +1154,8 @@ impl Sim {
                     closed_counted: false,
                     created_at: self.pool_now,
                     pooled_since: self.pool_now,
+                    generation: self.step_generation,
+                    service: None,
                 });
                 self.pending.insert(id);
                 self.touched.push(id);
@@ -945,8 +1180,26 @@ impl Sim {
                 self.resolve(waiter, WState::Delivered)?;
                 ensure!(*connection == Conn(id), "connection {id} is {:?}", *connection);
                 ensure!(!connection.is_errored(), "connection {id} is handed out errored");
-                ensure!(!self.is_stale(&connection), "connection {id} is handed out stale");
                 let model = &self.conns[id as usize - 1];
+                ensure!(
+                    (connection.generation(), connection.service_id()) == (model.generation, model.service),
+                    "connection {id} is handed out as of generation {} ({:?}), created in {} ({:?})",
+                    connection.generation(),
+                    connection.service_id(),
+                    model.generation,
+                    model.service
+                );
+                ensure!(!self.is_stale(id), "connection {id} is handed out stale");
+                // Spec: the wait runs from the start of the checkout.
+                let waited = self.pool_now - self.waiters[waiter.0 as usize - 1].started;
+                self.wait_time += waited;
+                if self.events {
+                    let reported = self.ev_conns[id as usize - 1].checked_out_for.take();
+                    ensure!(
+                        reported == Some(waited),
+                        "ConnectionCheckedOut {id} says it took {reported:?}, but waiter {waiter} waited {waited:?}"
+                    );
+                }
                 ensure!(
                     connection.created_at() == model.created_at,
                     "connection {id} was created at another instant"
@@ -983,6 +1236,14 @@ impl Sim {
                     );
                 }
                 self.resolve(waiter, WState::Failed)?;
+                if self.events {
+                    let waited = self.pool_now - self.waiters[waiter.0 as usize - 1].started;
+                    let reported = self.ev_fail_durations.pop_front();
+                    ensure!(
+                        reported == Some(waited),
+                        "ConnectionCheckOutFailed for {waiter} says it took {reported:?}, but it waited {waited:?}"
+                    );
+                }
                 self.waiters[waiter.0 as usize - 1].error = Some(error.spec_name());
                 self.fails += 1;
             }
@@ -997,12 +1258,22 @@ impl Sim {
                         self.expected_late == Some(id) && connection.0 == LATE + id,
                         "unexpected disposal of late {connection:?} as {id}"
                     );
+                    let expected = if self.closed {
+                        ClosedReason::PoolClosed
+                    } else {
+                        ClosedReason::Stale
+                    };
+                    ensure!(
+                        reason == expected,
+                        "late connection {id} disposed of as {reason:?}, expected {expected:?}"
+                    );
                     self.expected_late = None;
                 } else {
                     ensure!(
                         connection == Conn(id),
                         "Close {id} of {connection:?} ({reason:?})"
                     );
+                    self.check_close_reason(id, reason, "Close")?;
                     let was = self.conn(id)?.state;
                     self.move_conn(id, &[CState::Pooled, CState::Disposing], CState::Closed)?;
                     if was == CState::Pooled {
@@ -1011,21 +1282,24 @@ impl Sim {
                 }
             }
             Action::Interrupt { id } => {
-                // Only connections of a generation the clear ended.
-                if let Some(c) = self.held.iter().find(|c| c.id() == id) {
-                    let newer = if self.opts.load_balanced {
-                        c.service_id()
-                            .and_then(|s| self.pool.service_generation(s))
-                            .map(|(generation, _)| generation)
-                    } else {
-                        Some(self.pool.generation())
-                    };
-                    ensure!(
-                        newer.is_none_or(|g| c.generation() < g),
-                        "connection {id} of generation {} is interrupted (now {newer:?})",
-                        c.generation()
-                    );
-                }
+                // Only by an interrupting clear, and only connections of a
+                // generation it ended (of its service, load-balanced).
+                let Some((true, service)) = self.step_clear else {
+                    return Err(format!(
+                        "connection {id} is interrupted without an interrupting clear"
+                    ));
+                };
+                let c = self.conn(id.0)?;
+                ensure!(
+                    service.is_none() || c.service == service,
+                    "connection {id} of {:?} is interrupted by a clear of {service:?}",
+                    c.service
+                );
+                ensure!(
+                    self.is_stale(id.0),
+                    "connection {id} of the current generation {} is interrupted",
+                    self.conns[id.0 as usize - 1].generation
+                );
                 self.move_conn(
                     id.0,
                     &[CState::Held { interrupted: false }],
@@ -1062,6 +1336,11 @@ impl Sim {
                 self.ev_state = PoolState::Ready;
             }
             Event::PoolCleared { service_id, .. } => {
+                // Spec: the event comes once the generation moved, before
+                // what the clear does (interrupts, failed waiters).
+                if let Some(caused) = self.step_caused.take() {
+                    return Err(format!("{caused} before the PoolCleared that causes it"));
+                }
                 if self.opts.load_balanced {
                     ensure!(service_id.is_some(), "a load-balanced clear without a service");
                 } else {
@@ -1076,6 +1355,7 @@ impl Sim {
             Event::PoolClosed { .. } => {
                 ensure!(self.ev_state != PoolState::Closed, "PoolClosed twice");
                 self.ev_state = PoolState::Closed;
+                self.step_pool_closed = true;
             }
             Event::ConnectionCreated { connection_id, .. } => {
                 ensure!(
@@ -1098,18 +1378,37 @@ impl Sim {
                 );
                 c.ready = true;
             }
-            Event::ConnectionClosed { connection_id, .. } => {
+            Event::ConnectionClosed {
+                connection_id,
+                reason,
+                ..
+            } => {
                 let c = self.ev_conn(*connection_id, "ConnectionClosed")?;
                 ensure!(c.closed == 0, "ConnectionClosed {connection_id} twice");
                 c.closed += 1;
+                self.check_close_reason(connection_id.0, *reason, "ConnectionClosed")?;
+                // Spec ("Closing a Connection Pool"): the pool closes its
+                // connections, then emits PoolClosed.
+                ensure!(
+                    !self.step_pool_closed,
+                    "ConnectionClosed {connection_id} after PoolClosed"
+                );
+                if *reason == ClosedReason::Stale && self.step_caused.is_none() {
+                    self.step_caused = Some(format!("ConnectionClosed {connection_id} (stale)"));
+                }
             }
-            Event::ConnectionCheckedOut { connection_id, .. } => {
+            Event::ConnectionCheckedOut {
+                connection_id,
+                duration,
+                ..
+            } => {
                 let c = self.ev_conn(*connection_id, "ConnectionCheckedOut")?;
                 ensure!(
                     c.ready && c.closed == 0 && !c.checked_out,
                     "ConnectionCheckedOut {connection_id}: {c:?}"
                 );
                 c.checked_out = true;
+                c.checked_out_for = Some(*duration);
                 self.ev_checked_out += 1;
             }
             Event::ConnectionCheckedIn { connection_id, .. } => {
@@ -1121,7 +1420,17 @@ impl Sim {
                 c.checked_out = false;
             }
             Event::ConnectionCheckOutStarted { .. } => self.ev_started += 1,
-            Event::ConnectionCheckOutFailed { .. } => self.ev_failed += 1,
+            Event::ConnectionCheckOutFailed { error, duration, .. } => {
+                self.ev_failed += 1;
+                self.ev_fail_durations.push_back(*duration);
+                ensure!(
+                    !self.step_pool_closed,
+                    "ConnectionCheckOutFailed after PoolClosed"
+                );
+                if matches!(**error, CheckOutError::PoolCleared { .. }) && self.step_caused.is_none() {
+                    self.step_caused = Some("a checkout failed as cleared".to_owned());
+                }
+            }
             Event::ReconnectGaveUp { .. } => {}
             other => return Err(format!("unknown event {other:?}")),
         }
@@ -1139,6 +1448,41 @@ impl Sim {
 
     fn check(&mut self, fired: bool) -> Result<(), String> {
         self.pool.check_invariants()?;
+        ensure!(
+            self.pool.generation() == self.generation,
+            "the pool is at generation {}, the model counts {}",
+            self.pool.generation(),
+            self.generation
+        );
+        ensure!(
+            self.ev_fail_durations.is_empty(),
+            "ConnectionCheckOutFailed without its Fail"
+        );
+        let wait_time = self.pool.stats().wait_time;
+        ensure!(
+            wait_time == self.wait_time,
+            "wait time {wait_time:?}, but checkouts waited {:?}",
+            self.wait_time
+        );
+        if let Some((true, service)) = self.step_clear {
+            // Spec: an interrupting clear interrupts every in-use connection
+            // of a generation up to the one it ended (of its service,
+            // load-balanced); non-load-balanced, it abandons pending ones.
+            for (i, c) in self.conns.iter().enumerate() {
+                let id = i as u64 + 1;
+                let live = match c.state {
+                    CState::Held { interrupted: false } => true,
+                    CState::Pending => service.is_none(),
+                    _ => false,
+                };
+                ensure!(
+                    !(live && (service.is_none() || c.service == service) && self.is_stale(id)),
+                    "connection {id} of generation {} is {:?} after an interrupting clear",
+                    c.generation,
+                    c.state
+                );
+            }
+        }
         ensure!(
             self.expected_late.is_none(),
             "late connection {:?} was not disposed of",
