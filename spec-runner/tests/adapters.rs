@@ -3,39 +3,35 @@
 //! and the logging files (unified format). The folders are found as `tests/spec_suite.rs` finds them:
 //! `CMAP_SPEC_TESTS`, or else `../shared/spec-tests/cmap-format` beside the
 //! workspace; the logging folder is `CMAP_SPEC_LOGGING_TESTS`, or else the
-//! sibling `logging`. Without them these tests say so and pass. No test
-//! may fail; a logging test may be skipped (reported `SKIP`, counted), by
-//! the runner's one rule, `logging_suite::DEPRECATED_POOL_OPTIONS`.
+//! sibling `logging`. Without them, a test fails when `CI` is set, and
+//! otherwise passes without running after writing `SKIPPED <test>: <why>`
+//! to stderr, visible in `cargo test`'s output (see `spec_files/mod.rs`);
+//! `official_spec_files_found_or_tests_skipped` names the outcome in the
+//! list of tests. No spec test may fail; a logging test may be skipped
+//! (reported `SKIP`, counted), by the runner's one rule,
+//! `logging_suite::DEPRECATED_POOL_OPTIONS`.
 //!
 //! A few small tests written for the real-time engine follow.
 
-use std::path::{Path, PathBuf};
+mod spec_files;
+
+use std::path::Path;
 
 use serde_json::{json, Value};
 use spec_runner::adapter::{Adapter, AsyncStdAdapter, BlockingAdapter, SmolAdapter, TokioAdapter};
 use spec_runner::report::{self, Summary};
 use spec_runner::{RunOptions, TestFile};
 
-fn cmap_dir() -> PathBuf {
-    match std::env::var_os("CMAP_SPEC_TESTS") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/spec-tests/cmap-format"),
-    }
-}
-
-fn found(dir: PathBuf, what: &str) -> Option<PathBuf> {
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        println!("{what} not found at {}; skipping", dir.display());
-        None
-    }
-}
-
-fn logging_dir() -> PathBuf {
-    match std::env::var_os("CMAP_SPEC_LOGGING_TESTS") {
-        Some(dir) => PathBuf::from(dir),
-        None => cmap_dir().join("../logging"),
+/// Found: both folders hold test files. Missing: fails under CI, else
+/// says SKIPPED.
+#[test]
+fn official_spec_files_found_or_tests_skipped() {
+    for dir in [spec_files::cmap_format(), spec_files::logging()]
+        .into_iter()
+        .flatten()
+    {
+        let files = spec_runner::test_files(&dir).unwrap();
+        assert!(!files.is_empty(), "no test file in {}", dir.display());
     }
 }
 
@@ -61,7 +57,7 @@ fn run_dir<A: Adapter>(adapter: &A, dir: &Path) -> (Vec<String>, Vec<String>, Su
 }
 
 fn cmap_format_passes<A: Adapter>(adapter: &A) {
-    let Some(dir) = found(cmap_dir(), "CMAP spec tests") else {
+    let Some(dir) = spec_files::cmap_format() else {
         return;
     };
     let (lines, failures, summary) = run_dir(adapter, &dir);
@@ -74,7 +70,7 @@ fn cmap_format_passes<A: Adapter>(adapter: &A) {
 /// pool option the CMAP spec deprecated and forbids, reported as `SKIP`);
 /// none fails.
 fn logging_passes<A: Adapter>(adapter: &A) {
-    let Some(dir) = found(logging_dir(), "CMAP logging tests") else {
+    let Some(dir) = spec_files::logging() else {
         return;
     };
     let (lines, failures, summary) = run_dir(adapter, &dir);
