@@ -14,11 +14,17 @@ use crate::manager::ManageConnection;
 use crate::pool::Pool;
 use crate::runtime::Runtime;
 use crate::shared::Shared;
+use crate::shared::Timeouts;
 use crate::timer;
 
 /// The connect timeout when none is set: the MongoDB default
 /// `connectTimeoutMS` (10 s).
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The longest a manager's [`reset`](crate::ManageConnection::reset) may
+/// take by default (10 s, as `connectTimeoutMS`): past it the connection
+/// is closed, so a server that stopped answering holds no slot.
+pub const DEFAULT_RESET_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The wait-queue timeout of a pool built without explicit
 /// [`PoolOptions`]: 30 s, as HikariCP, psycopg_pool, bb8, r2d2 and sqlx
@@ -142,6 +148,7 @@ pub struct PoolBuilder<M, R> {
     option_error: Option<OptionsError>,
     start_paused: bool,
     connect_timeout: Option<Duration>,
+    reset_timeout: Option<Duration>,
     callbacks: Vec<Callback>,
     _types: PhantomData<fn() -> (M, R)>,
 }
@@ -165,6 +172,7 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
             option_error: None,
             start_paused: false,
             connect_timeout: Some(DEFAULT_CONNECT_TIMEOUT),
+            reset_timeout: Some(DEFAULT_RESET_TIMEOUT),
             callbacks: Vec::new(),
             _types: PhantomData,
         }
@@ -268,6 +276,14 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
         self
     }
 
+    /// The longest [`reset`](crate::ManageConnection::reset) may take
+    /// (`None`: no limit); past it the connection is closed (reason
+    /// `error`) instead of pooled again.
+    pub fn reset_timeout(mut self, value: impl Into<Option<Duration>>) -> Self {
+        self.reset_timeout = value.into();
+        self
+    }
+
     /// Leaves the pool paused once built, as the spec creates it, for a
     /// topology monitor to mark it ready with [`Pool::ready`].
     pub fn start_paused(mut self, value: bool) -> Self {
@@ -328,7 +344,11 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
         hub.refresh();
         // Spec: the pool is created paused and emits ConnectionPoolCreated.
         let core = cmap_core::Pool::new(rt.now(), address.clone(), options.clone());
-        let shared = Shared::new(manager, rt, address, options, self.connect_timeout, core, hub);
+        let timeouts = Timeouts {
+            connect: self.connect_timeout,
+            reset: self.reset_timeout,
+        };
+        let shared = Shared::new(manager, rt, address, options, timeouts, core, hub);
         let start_paused = self.start_paused;
         shared.input(|inner, now| {
             if !start_paused {

@@ -19,12 +19,13 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use cmap_core::{CheckOut, CheckOutError, ConnectionId, Pooled, TimeoutContext, WaiterId};
+use cmap_core::{CheckOut, CheckOutError, ConnectionId, Pooled, SharedError, TimeoutContext, WaiterId};
 
 use crate::clock::CoarseNow;
 use crate::driver::{lock_slot, Mine, SharedSlot, Slot, Work};
 use crate::error::GetError;
 use crate::manager::ManageConnection;
+use crate::panics::Hook;
 use crate::runtime::Runtime;
 use crate::shared::Shared;
 use crate::util::{race, Either};
@@ -208,7 +209,11 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
                 Limit::Until(deadline) => deadline,
                 Limit::After(_) => None,
             };
-            let check = self.manager.check(checking.connection());
+            // A check that panics failed: its connection is closed.
+            let check = self
+                .events
+                .panics
+                .guard(Hook::Check, || self.manager.check(checking.connection()));
             let checked = match deadline {
                 Some(deadline) => match race(check, self.rt.sleep_until(deadline)).await {
                     Either::Left(checked) => checked,
@@ -220,14 +225,14 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
                 },
                 None => check.await,
             };
-            match checked {
-                Ok(()) => return Ok(checking.pass()),
-                Err(error) => {
-                    drop(checking);
-                    if fresh {
-                        return Err(GetError::CheckFailed(Arc::new(error)));
-                    }
-                }
+            let failed: SharedError = match checked {
+                Ok(Ok(())) => return Ok(checking.pass()),
+                Ok(Err(error)) => Arc::new(error),
+                Err(panicked) => Arc::new(panicked),
+            };
+            drop(checking);
+            if fresh {
+                return Err(GetError::CheckFailed(failed));
             }
         }
     }

@@ -10,6 +10,7 @@ use event_listener::Event;
 
 use crate::error::{ConnectTimeoutError, EstablishDroppedError};
 use crate::manager::ManageConnection;
+use crate::panics::Hook;
 use crate::runtime::Runtime;
 use crate::shared::Shared;
 use crate::util::{race, Either};
@@ -68,7 +69,8 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     pub(crate) fn spawn_establish(&self, id: ConnectionId, abort: Arc<Abort>) {
         let manager = self.manager.clone();
         let rt = self.rt.clone();
-        let timeout = self.connect_timeout;
+        let timeout = self.timeouts.connect;
+        let panics = self.events.panics.clone();
         let mut report = Report {
             pool: self.me.clone(),
             id,
@@ -89,10 +91,15 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
                     _ => manager.connect().await.map_err(labelled),
                 }
             };
+            // A panic in `connect` or `classify` is a failure like any
+            // other (not a sign of overload): the slot is freed and the
+            // checkout that asked is told why.
+            let connect = panics.guard(Hook::Connect, || connect);
             let outcome = race(connect, abort.wait()).await;
             report.armed = false;
             // Aborted: the core has already counted it closed.
             let Either::Left(result) = outcome else { return };
+            let result = result.unwrap_or_else(|panicked| Err(EstablishError::other(panicked)));
             if let Some(shared) = report.pool.upgrade() {
                 shared.finish_establish(id, result);
             }
@@ -101,15 +108,21 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
 
     /// Reports the outcome of establishing `id` to the core.
     pub(crate) fn finish_establish(&self, id: ConnectionId, result: Result<M::Connection, EstablishError>) {
-        let service_id = result
-            .as_ref()
-            .ok()
-            .and_then(|conn| self.manager.service_id(conn));
+        let result = result.and_then(|conn| {
+            let service_id = self
+                .events
+                .panics
+                .call(Hook::Connect, || self.manager.service_id(&conn));
+            match service_id {
+                Ok(service_id) => Ok((conn, service_id)),
+                Err(panicked) => Err(EstablishError::other(panicked)),
+            }
+        });
         self.input(|inner, now| {
             inner.establishing.remove(&id);
             // `Err` only for an id the core never issued: not the case here.
             let _ = match result {
-                Ok(conn) => inner.core.handle_established(now, id, conn, service_id),
+                Ok((conn, service_id)) => inner.core.handle_established(now, id, conn, service_id),
                 Err(error) => inner.core.handle_establish_failed(now, id, error),
             };
         });

@@ -6,16 +6,18 @@ use std::future::Future;
 use std::ops::{Deref, DerefMut};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Waker};
+use std::task::{Context, Poll, Waker};
 
 use cmap_core::{ConnectionId, Pooled, ServiceId};
 
 use crate::interrupt::Interrupted;
 use crate::manager::ManageConnection;
+use crate::panics::{Hook, Panics};
 use crate::runtime::Runtime;
 use crate::shared::Shared;
 
 type Task = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+type Sleep = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
 /// What a guard needs of its pool, without naming the runtime: guards are
 /// `PooledConnection<'_, M>` whatever runtime drives the pool.
@@ -24,6 +26,10 @@ pub(crate) trait Return<M: ManageConnection>: Send + Sync {
     fn check_in(&self, connection: Pooled<M::Connection>);
     fn detach(&self, connection: Pooled<M::Connection>) -> M::Connection;
     fn spawn(&self, task: Task);
+    /// The pool's count of caught panics.
+    fn panics(&self) -> &Arc<Panics>;
+    /// A sleep for the builder's reset timeout, from now (`None`: no limit).
+    fn reset_timer(&self) -> Option<Sleep>;
     fn interrupted(&self, id: ConnectionId) -> Interrupted;
     fn is_interrupted(&self, id: ConnectionId) -> bool;
     /// An owning handle on the pool, for a guard that must outlive the
@@ -43,6 +49,13 @@ impl<M: ManageConnection, R: Runtime> Return<M> for Shared<M, R> {
     }
     fn spawn(&self, task: Task) {
         self.rt.spawn(task);
+    }
+    fn panics(&self) -> &Arc<Panics> {
+        &self.events.panics
+    }
+    fn reset_timer(&self) -> Option<Sleep> {
+        let deadline = self.rt.now().checked_add(self.timeouts.reset?)?;
+        Some(Box::pin(self.rt.sleep_until(deadline)))
     }
     fn interrupted(&self, id: ConnectionId) -> Interrupted {
         Interrupted::new(self.interrupts.clone(), id, self.address.clone())
@@ -257,7 +270,16 @@ impl<M: ManageConnection> Drop for PooledConnection<'_, M> {
             home.check_in(conn);
             return;
         }
-        if self.broken || home.manager().is_broken(&mut conn) {
+        // Dropped while its user's code unwinds from a panic: whatever it
+        // was doing with the connection stopped halfway, so it is closed,
+        // and no hook of the manager runs during the unwinding.
+        let broken = self.broken
+            || std::thread::panicking()
+            || home
+                .panics()
+                .call(Hook::IsBroken, || home.manager().is_broken(&mut conn))
+                .unwrap_or(true);
+        if broken {
             conn.mark_errored();
             home.check_in(conn);
             return;
@@ -269,7 +291,7 @@ impl<M: ManageConnection> Drop for PooledConnection<'_, M> {
         }
         let pool = self.pool.to_owned();
         let mut task: Task = Box::pin(async move {
-            if pool.manager().reset(&mut conn).await.is_err() {
+            if !reset(&*pool, &mut conn).await {
                 conn.mark_errored();
             }
             pool.check_in(conn);
@@ -285,6 +307,26 @@ impl<M: ManageConnection> Drop for PooledConnection<'_, M> {
             home.spawn(task);
         }
     }
+}
+
+/// Runs the manager's reset on a connection being given back; returns
+/// whether it succeeded. A reset that panics, fails, or outlasts the
+/// builder's reset timeout (a server that stopped answering) failed, and
+/// the connection is closed: a slot is never held by a reset that hangs.
+/// The timer is made only once the reset has to wait.
+async fn reset<M: ManageConnection>(pool: &dyn Return<M>, conn: &mut M::Connection) -> bool {
+    let mut reset = std::pin::pin!(pool.panics().guard(Hook::Reset, || pool.manager().reset(conn)));
+    let mut timer: Option<Option<Sleep>> = None;
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(outcome) = reset.as_mut().poll(cx) {
+            return Poll::Ready(matches!(outcome, Ok(Ok(()))));
+        }
+        match timer.get_or_insert_with(|| pool.reset_timer()) {
+            Some(sleep) => sleep.as_mut().poll(cx).map(|()| false),
+            None => Poll::Pending,
+        }
+    })
+    .await
 }
 
 impl<M: ManageConnection> fmt::Debug for PooledConnection<'_, M> {

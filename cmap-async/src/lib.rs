@@ -83,6 +83,7 @@ mod id_map;
 mod interrupt;
 mod logging;
 mod manager;
+mod panics;
 mod pool;
 mod runtime;
 mod shared;
@@ -90,7 +91,8 @@ mod timer;
 mod util;
 
 pub use builder::{
-    default_reconnect, PoolBuilder, ToAddress, DEFAULT_CONNECT_TIMEOUT, DEFAULT_WAIT_QUEUE_TIMEOUT,
+    default_reconnect, PoolBuilder, ToAddress, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESET_TIMEOUT,
+    DEFAULT_WAIT_QUEUE_TIMEOUT,
 };
 pub use clock::{system_coarse_now, CoarseNow};
 pub use error::{BuildError, ConnectTimeoutError, EstablishDroppedError, GetError};
@@ -99,6 +101,7 @@ pub use guard::PooledConnection;
 pub use interrupt::Interrupted;
 pub use logging::LOG_TARGET;
 pub use manager::ManageConnection;
+pub use panics::{Hook, Panicked};
 pub use pool::Pool;
 pub use runtime::Runtime;
 

@@ -15,8 +15,12 @@ use cmap_core::{EstablishErrorKind, ServiceId};
 /// | [`connect`](ManageConnection::connect) | the core asks for a connection (a checkout needs one, or `minPoolSize`) | as [`classify`](ManageConnection::classify) says: a network failure (labelled `SystemOverloadedError`) leaves the pool ready and retrying with backoff while checkouts keep waiting; any other failure fails the checkout that asked with `ConnectionError` and clears the pool |
 /// | [`check`](ManageConnection::check) | before a connection is handed out | it is closed and the checkout tries another one |
 /// | [`is_broken`](ManageConnection::is_broken) | when a guard is dropped | it is closed (reason `error`) instead of being pooled |
-/// | [`reset`](ManageConnection::reset) | after `is_broken`, before it is pooled again (unless [`RESETS`](ManageConnection::RESETS) is `false`) | it is closed (reason `error`) |
+/// | [`reset`](ManageConnection::reset) | after `is_broken`, before it is pooled again (unless [`RESETS`](ManageConnection::RESETS) is `false`), bounded by the builder's `reset_timeout` | it is closed (reason `error`) |
 /// | [`service_id`](ManageConnection::service_id) | right after `connect`, in load-balanced mode | - |
+///
+/// A hook that panics is caught and counts as failed, as the table says
+/// (a panicking `connect` is a failure of kind `Other`; a panicking
+/// `is_broken` says broken): see [`Panicked`](crate::Panicked).
 ///
 /// `Self::Error` reaches the user: it is the `source` of a
 /// [`GetError`](crate::GetError) and the `error` field of the

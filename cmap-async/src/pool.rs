@@ -303,7 +303,9 @@ impl<M: ManageConnection, R: Runtime> Pool<M, R> {
     /// # }
     /// ```
     pub fn stats(&self) -> Stats {
-        self.shared.lock().core.stats()
+        let mut stats = self.shared.lock().core.stats();
+        stats.panics_caught = self.shared.events.panics.count();
+        stats
     }
 
     /// The server address the pool is for.

@@ -17,6 +17,15 @@ use crate::interrupt::Interrupts;
 use crate::manager::ManageConnection;
 use crate::runtime::Runtime;
 
+/// The limits the driver puts on the manager's hooks (`None`: no limit).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Timeouts {
+    /// On `connect`.
+    pub(crate) connect: Option<Duration>,
+    /// On `reset`.
+    pub(crate) reset: Option<Duration>,
+}
+
 /// One pool's shared state. `Pool` handles, guards and pending `get()`
 /// futures hold it strongly; spawned tasks hold it weakly.
 pub(crate) struct Shared<M: ManageConnection, R: Runtime> {
@@ -26,7 +35,7 @@ pub(crate) struct Shared<M: ManageConnection, R: Runtime> {
     pub(crate) rt: R,
     pub(crate) address: Address,
     pub(crate) options: PoolOptions,
-    pub(crate) connect_timeout: Option<Duration>,
+    pub(crate) timeouts: Timeouts,
     /// A plain mutex: it is held only for one input and its drain, never
     /// across an await, and never while user code runs. Cache-padded: the
     /// lock word, then the core's hot fields (see `Inner`), start a fresh
@@ -55,7 +64,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         rt: R,
         address: Address,
         options: PoolOptions,
-        connect_timeout: Option<Duration>,
+        timeouts: Timeouts,
         core: cmap_core::Pool<M::Connection>,
         events: Arc<EventHub>,
     ) -> Arc<Self> {
@@ -65,7 +74,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
             rt,
             address,
             options,
-            connect_timeout,
+            timeouts,
             inner: CachePadded::new(Mutex::new(Inner::new(core))),
             waiting: AtomicBool::new(false),
             events,

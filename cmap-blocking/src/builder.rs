@@ -109,6 +109,12 @@ impl<M: ManageConnection> PoolBuilder<M> {
         self.map(|b| b.connect_timeout(value))
     }
 
+    /// The longest `reset` may take (`None`: no limit); past it the
+    /// connection is closed instead of pooled again.
+    pub fn reset_timeout(self, value: Option<Duration>) -> Self {
+        self.map(|b| b.reset_timeout(value))
+    }
+
     /// Leaves the pool paused once built, for a monitor to mark it ready.
     pub fn start_paused(self, value: bool) -> Self {
         self.map(|b| b.start_paused(value))

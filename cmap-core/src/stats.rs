@@ -55,4 +55,8 @@ pub struct Stats {
     pub returns_bad: u64,
     /// Total time connections spent checked out.
     pub usage_time: Duration,
+    /// Panics caught in user code the pool called (event callbacks, the
+    /// manager's hooks). The core calls no user code: its driver counts
+    /// them, and this stays zero in the core's own [`Stats`].
+    pub panics_caught: u64,
 }
