@@ -10,7 +10,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use cmap_blocking::{CheckOutError, ConnectTimeoutError, GetError, PoolState};
+use cmap_blocking::{CheckOutError, ConnectTimeoutError, GetError, Hook, PoolState};
 use cmap_testkit::scenarios::TWO_CHECKOUTS_THEN_CLOSE;
 use cmap_testkit::{FakeError, Names};
 use common::{builder, eventually, SyncFake};
@@ -291,6 +291,37 @@ fn a_failed_check_fails_a_new_connection_and_discards_an_idle_one() {
     assert!(matches!(pool.get().unwrap_err(), GetError::CheckFailed(_)));
     m.check_fails.store(false, Ordering::SeqCst);
     assert_eq!(pool.get().unwrap().n, 3);
+}
+
+/// The synchronous hooks run on other threads or inside the async
+/// driver; a panic in any of them loses nothing (the async scenarios of
+/// `async_pool.rs` cover each hook in depth).
+#[test]
+fn a_panicking_sync_manager_loses_no_connection_and_no_capacity() {
+    let m = SyncFake::default();
+    let pool = builder().max_pool_size(1).build(m.clone()).unwrap();
+    // `connect` panics on a worker thread: the checkout fails with it.
+    m.connect_panics.store(true, Ordering::SeqCst);
+    let err = pool.get().unwrap_err();
+    let panicked =
+        cmap_testkit::panicked_in(&err).unwrap_or_else(|| panic!("the panic is the cause: {err:?}"));
+    assert_eq!(panicked.hook, Hook::Connect);
+    m.connect_panics.store(false, Ordering::SeqCst);
+    eventually("ready again", || pool.status().state == PoolState::Ready);
+    // `check` panics on the calling thread: the new connection is closed.
+    m.check_panics.store(true, Ordering::SeqCst);
+    assert!(matches!(pool.get().unwrap_err(), GetError::CheckFailed(_)));
+    m.check_panics.store(false, Ordering::SeqCst);
+    // `reset` panics in the dropping thread: closed, its slot free again.
+    m.reset_panics.store(true, Ordering::SeqCst);
+    drop(pool.get().unwrap());
+    m.reset_panics.store(false, Ordering::SeqCst);
+    let c = pool.get().unwrap();
+    assert_eq!(c.n, 3);
+    eventually("two closed", || m.alive() == 1);
+    let (s, st) = (pool.status(), pool.stats());
+    assert_eq!((s.total, s.in_use), (1, 1));
+    assert_eq!((st.panics_caught, st.returns_bad), (3, 2));
 }
 
 #[test]

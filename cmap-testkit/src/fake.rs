@@ -54,6 +54,14 @@ pub struct State {
     pub check_fails: AtomicBool,
     /// How long `check` takes, in microseconds (0: done at once).
     pub check_us: AtomicU64,
+    /// `connect` panics (after its delay) while set.
+    pub connect_panics: AtomicBool,
+    /// `check` panics while set.
+    pub check_panics: AtomicBool,
+    /// `reset` panics (after its delay) while set.
+    pub reset_panics: AtomicBool,
+    /// `is_broken` panics while set.
+    pub is_broken_panics: AtomicBool,
 }
 
 impl State {
@@ -74,6 +82,9 @@ impl State {
     /// Ends a connect: refused while [`refuse`](State::refuse) is set,
     /// otherwise the next connection.
     pub fn open(&self) -> Result<Conn, FakeError> {
+        if self.connect_panics.load(Ordering::SeqCst) {
+            panic!("connect panicked on purpose");
+        }
         if self.refuse.load(Ordering::SeqCst) {
             return Err(FakeError(REFUSED));
         }
@@ -91,11 +102,34 @@ impl State {
 
     /// What `check` answers now.
     pub fn check(&self) -> Result<(), FakeError> {
+        if self.check_panics.load(Ordering::SeqCst) {
+            panic!("check panicked on purpose");
+        }
         if self.check_fails.load(Ordering::SeqCst) {
             Err(FakeError("check failed"))
         } else {
             Ok(())
         }
+    }
+}
+
+impl State {
+    /// Ends a reset: counted, or a panic while
+    /// [`reset_panics`](State::reset_panics) is set.
+    pub fn reset_done(&self) {
+        if self.reset_panics.load(Ordering::SeqCst) {
+            panic!("reset panicked on purpose");
+        }
+        self.resets.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// What `is_broken` says of `conn`: its `broken` flag, or a panic
+    /// while [`is_broken_panics`](State::is_broken_panics) is set.
+    pub fn is_broken(&self, conn: &Conn) -> bool {
+        if self.is_broken_panics.load(Ordering::SeqCst) {
+            panic!("is_broken panicked on purpose");
+        }
+        conn.broken
     }
 }
 
@@ -205,13 +239,13 @@ impl<R: Runtime> ManageConnection for Fake<R> {
             if us > 0 {
                 rt.sleep_until(rt.now() + Duration::from_micros(us)).await;
             }
-            state.resets.fetch_add(1, Ordering::SeqCst);
+            state.reset_done();
             Ok(())
         }
     }
 
     fn is_broken(&self, conn: &mut Conn) -> bool {
-        conn.broken
+        self.state.is_broken(conn)
     }
 }
 

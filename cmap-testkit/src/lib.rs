@@ -12,6 +12,7 @@
 //!   over the pool's runtime `R` and the runtime `T` the test's own tasks
 //!   run on (the user's: under smol, `smol::spawn`). The
 //!   [`pool_scenarios!`] macro turns them into `#[test]`s.
+//!   Panic safety, one scenario per hook of user code, is among them.
 //! - [`stress`]: thousands of `get()` futures dropped at random points.
 //! - [`rt`]: the few runtime-neutral helpers the tests need (spawn and
 //!   join, sleep, timeout, `eventually`).
@@ -24,6 +25,7 @@
 pub mod echo;
 mod fake;
 pub mod logs;
+mod panic_safety;
 pub mod rt;
 pub mod scenarios;
 pub mod stress;
@@ -45,6 +47,12 @@ pub fn caused_by_io(err: &(dyn std::error::Error + 'static), kind: std::io::Erro
     std::iter::successors(Some(err), |e| e.source())
         .filter_map(|e| e.downcast_ref::<std::io::Error>())
         .any(|io| io.kind() == kind)
+}
+
+/// The panic down the `source()` chain of `err`, if a hook of user code
+/// panicked for it.
+pub fn panicked_in<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a cmap_async::Panicked> {
+    std::iter::successors(Some(err), |&e| e.source()).find_map(|e| e.downcast_ref())
 }
 
 /// Expands to one `#[test]` per scenario of [`scenarios`], each running
@@ -89,6 +97,13 @@ macro_rules! pool_scenarios {
             a_waiting_checkout_completes_only_after_its_event_is_out,
             subscribing_and_unsubscribing_take_effect_at_once,
             reset_after_fork_clears_restarts_the_timer_and_leaks_old_connections,
+            a_panicking_callback_loses_no_connection_and_no_waiter,
+            a_panicking_tracing_subscriber_loses_nothing,
+            a_panicking_connect_fails_its_checkout_and_frees_its_slot,
+            a_panicking_check_closes_its_connection,
+            a_panicking_reset_or_is_broken_closes_the_connection,
+            a_hanging_reset_is_given_up_at_the_reset_timeout,
+            a_guard_dropped_while_unwinding_is_closed_not_reset,
         );
     };
     (@tests $pool:ty, $tasks:ty, $block_on:expr; $($name:ident),* $(,)?) => {

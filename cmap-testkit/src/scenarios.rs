@@ -19,6 +19,8 @@ use cmap_async::{
 use crate::rt::{eventually, next, sleep, spawn, timeout, FrozenCoarse};
 use crate::{builder, Fake, FakeError, FakePool, Names};
 
+pub use crate::panic_safety::*;
+
 /// Both runtimes of a scenario, made where it starts (inside the runtime).
 fn runtimes<R: Default, T: Default>() -> (Fake<R>, T) {
     (Fake::default(), T::default())

@@ -54,12 +54,12 @@ impl ManageConnection for SyncFake {
         if us > 0 {
             thread::sleep(Duration::from_micros(us));
         }
-        self.resets.fetch_add(1, Ordering::SeqCst);
+        self.reset_done();
         Ok(())
     }
 
     fn is_broken(&self, conn: &mut Conn) -> bool {
-        conn.broken
+        self.state.is_broken(conn)
     }
 }
 
