@@ -31,6 +31,33 @@
 //! pending connections or below minPoolSize; checkout durations (events
 //! and `Stats::wait_time`) run from the checkout's start.
 //!
+//! Establishment failures come in three kinds (network, authentication,
+//! other), and the options turn `keep_waiting_on_overload` and a reconnect
+//! backoff on and off. The model follows which checkout each connection was
+//! started for (the first queued one, in arrival order, that none is being
+//! made for; none when it is for minPoolSize), and from that alone predicts
+//! each failure's outcome (spec: "Backpressure-enabled", "Establishing a
+//! Connection"): an unlabelled failure of the current generation clears the
+//! pool under `EstablishFailure::ClearPool`, a labelled (network) one never
+//! does and leaves the pool's state as it was; the connection closes with
+//! reason `error` and its `ConnectionClosed` carries the establishment
+//! error (no other close carries one); the checkout it was made for fails
+//! at once with a `ConnectionError` for it, or, with
+//! `keep_waiting_on_overload` and a labelled failure, is still waiting
+//! after the step (and later fails only at its deadline, as any waiter);
+//! no other checkout fails with it, and none fails as cleared in a step
+//! that clears nothing; `SystemOverloadedError` and `RetryableError` are on
+//! the error of the `Fail`, its `ConnectionCheckOutFailed` and the
+//! `ConnectionClosed` for a network failure and on none for the others. The
+//! backoff's timing is jittered and not followed; the model checks that
+//! one that holds starts no connection in the rest of the failing step,
+//! and that `ReconnectGaveUp` comes exactly with the failure at which
+//! `give_up_after` has passed since the first failure without a success.
+//! No `Establish` at any point of an input goes beyond maxConnecting.
+//! Requesters are followed exactly with events merged among the actions
+//! (`Sim::exact`); with events off or apart, the model checks what holds
+//! whichever checkout a connection was for.
+//!
 //! `PROPTEST_CASES` sets the number of cases (256 by default; CI runs
 //! 10,000: about 3 s each in release, 15 s in debug, on 2 cores).
 
@@ -1440,6 +1467,15 @@ impl Sim {
                     max == 0 || total < max,
                     "Establish {id} with {total} connections of {max}"
                 );
+                // Spec: no more than maxConnecting at once, at any point of
+                // an input (a connection whose result is being reported is
+                // still pending while the input lets time pass).
+                let connecting = self.pending.len() + usize::from(self.exact && self.arriving.is_some());
+                ensure!(
+                    connecting < self.opts.max_connecting as usize,
+                    "Establish {id} with {connecting} connections being made (maxConnecting {})",
+                    self.opts.max_connecting
+                );
                 // Spec: a connection is started for a checkout only while
                 // checkouts outnumber the connections being established
                 // (each of which will serve one), or to populate the pool
@@ -1544,7 +1580,7 @@ impl Sim {
                     f.connection_errors += 1;
                     ensure!(
                         !self.exact || f.victim == Some(waiter.0),
-                        "waiter {waiter} fails with the failure of connection {} ({:?}), expected {:?} to",
+                        "waiter {waiter} fails with the failure of connection {} ({:?}); the model expects {:?} to",
                         f.id,
                         f.kind,
                         f.victim
@@ -1568,6 +1604,16 @@ impl Sim {
                     ensure!(
                         reported == Some(waited),
                         "ConnectionCheckOutFailed for {waiter} says it took {reported:?}, but it waited {waited:?}"
+                    );
+                }
+                // A queued checkout fails as cleared only by a clear of this
+                // step (a checkout of a paused pool is judged on its own:
+                // `check_out_verdict`); a labelled failure clears nothing.
+                if let CheckOutError::PoolCleared { .. } = error {
+                    let immediate = self.check_out_verdict.is_some_and(|(w, _)| w == waiter);
+                    ensure!(
+                        immediate || self.generation != self.step_generation,
+                        "waiter {waiter} fails as cleared in a step that clears nothing"
                     );
                 }
                 self.waiters[waiter.0 as usize - 1].error = Some(error.spec_name());
