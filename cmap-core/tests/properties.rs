@@ -31,6 +31,33 @@
 //! pending connections or below minPoolSize; checkout durations (events
 //! and `Stats::wait_time`) run from the checkout's start.
 //!
+//! Establishment failures come in three kinds (network, authentication,
+//! other), and the options turn `keep_waiting_on_overload` and a reconnect
+//! backoff on and off. The model follows which checkout each connection was
+//! started for (the first queued one, in arrival order, that none is being
+//! made for; none when it is for minPoolSize), and from that alone predicts
+//! each failure's outcome (spec: "Backpressure-enabled", "Establishing a
+//! Connection"): an unlabelled failure of the current generation clears the
+//! pool under `EstablishFailure::ClearPool`, a labelled (network) one never
+//! does and leaves the pool's state as it was; the connection closes with
+//! reason `error` and its `ConnectionClosed` carries the establishment
+//! error (no other close carries one); the checkout it was made for fails
+//! at once with a `ConnectionError` for it, or, with
+//! `keep_waiting_on_overload` and a labelled failure, is still waiting
+//! after the step (and later fails only at its deadline, as any waiter);
+//! no other checkout fails with it, and none fails as cleared in a step
+//! that clears nothing; `SystemOverloadedError` and `RetryableError` are on
+//! the error of the `Fail`, its `ConnectionCheckOutFailed` and the
+//! `ConnectionClosed` for a network failure and on none for the others. The
+//! backoff's timing is jittered and not followed; the model checks that
+//! one that holds starts no connection in the rest of the failing step,
+//! and that `ReconnectGaveUp` comes exactly with the failure at which
+//! `give_up_after` has passed since the first failure without a success.
+//! No `Establish` at any point of an input goes beyond maxConnecting.
+//! Requesters are followed exactly with events merged among the actions
+//! (`Sim::exact`); with events off or apart, the model checks what holds
+//! whichever checkout a connection was for.
+//!
 //! `PROPTEST_CASES` sets the number of cases (256 by default; CI runs
 //! 10,000: about 3 s each in release, 15 s in debug, on 2 cores).
 
@@ -41,11 +68,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cmap_core::{
-    Action, CheckOut, CheckOutError, Clear, ClosedReason, ConnectionId, EstablishFailure, Event, Output,
-    Pool, PoolOptions, PoolState, Pooled, Reconnect, ServiceId, UsageError, WaiterId,
+    Action, CheckOut, CheckOutError, Clear, ClosedReason, ConnectionId, EstablishError, EstablishErrorKind,
+    EstablishFailure, Event, Output, Pool, PoolOptions, PoolState, Pooled, Reconnect, ServiceId, UsageError,
+    WaiterId,
 };
 use proptest::prelude::*;
-use support::{fail_establish, origin, Conn};
+use support::{fail_establish, fail_establish_with, origin, Conn};
 
 /// Connections handed in as late results carry this mark, so that their
 /// disposal is told apart from the closing of the pool's own connection.
@@ -65,8 +93,11 @@ struct Opts {
     maintenance_ms: Option<u64>,
     lifetime: Option<(u64, f64)>,
     keep_ready: bool,
-    /// (initial delay, max delay, give up after), in ms.
-    reconnect: Option<(u64, u64, Option<u64>)>,
+    /// `keep_waiting_on_overload`.
+    keep_waiting: bool,
+    /// (initial delay, max delay, give up after, max delay while
+    /// waiting), in ms.
+    reconnect: Option<(u64, u64, Option<u64>, u64)>,
     load_balanced: bool,
     seed: u64,
     start_ready: bool,
@@ -87,11 +118,12 @@ impl Opts {
             } else {
                 EstablishFailure::ClearPool
             })
-            .reconnect(self.reconnect.map(|(initial, max, give_up)| Reconnect {
+            .keep_waiting_on_overload(self.keep_waiting)
+            .reconnect(self.reconnect.map(|(initial, max, give_up, waiting)| Reconnect {
                 initial_delay: ms(initial),
                 max_delay: ms(max),
                 give_up_after: give_up.map(ms),
-                ..Reconnect::default()
+                max_delay_while_waiting: ms(waiting),
             }));
         if let Some(t) = self.wait_queue_timeout_ms {
             b = b.wait_queue_timeout(ms(t));
@@ -120,10 +152,11 @@ fn opts() -> impl Strategy<Value = Opts> {
                 ),
                 (
                     any::<bool>(),
+                    any::<bool>(),
                     prop::option::weighted(
                         0.4,
-                        (1..=200u64, 0..=1800u64, prop::option::of(1..=1000u64))
-                            .prop_map(|(i, extra, g)| (i, i + extra, g)),
+                        (1..=200u64, 0..=1800u64, prop::option::of(1..=1000u64), 1..=50u64)
+                            .prop_map(|(i, extra, g, w)| (i, i + extra, g, w)),
                     ),
                     prop::bool::weighted(0.12),
                     any::<u64>(),
@@ -132,7 +165,11 @@ fn opts() -> impl Strategy<Value = Opts> {
             )
         })
         .prop_map(
-            |((max, min, mc), (wq, idle, maint, lifetime), (keep, reconnect, lb, seed, ready))| Opts {
+            |(
+                (max, min, mc),
+                (wq, idle, maint, lifetime),
+                (keep, keep_waiting, reconnect, lb, seed, ready),
+            )| Opts {
                 max_pool_size: max,
                 min_pool_size: min,
                 max_connecting: mc,
@@ -141,6 +178,7 @@ fn opts() -> impl Strategy<Value = Opts> {
                 maintenance_ms: maint,
                 lifetime,
                 keep_ready: keep,
+                keep_waiting,
                 reconnect,
                 load_balanced: lb,
                 seed,
@@ -158,6 +196,33 @@ enum CancelTarget {
     Resolved,
     /// An id never issued.
     Unknown,
+}
+
+/// The kind of an establishment failure (spec: "Establishing a
+/// Connection").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FailKind {
+    /// A network error or timeout: labelled `SystemOverloadedError` and
+    /// `RetryableError`; never clears the pool.
+    Network,
+    /// The authentication step failed: unlabelled.
+    Authentication,
+    /// DNS, TLS validation, an error reply to `hello`: unlabelled.
+    Other,
+}
+
+impl FailKind {
+    fn kind(self) -> EstablishErrorKind {
+        match self {
+            FailKind::Network => EstablishErrorKind::Network,
+            FailKind::Authentication => EstablishErrorKind::Authentication,
+            FailKind::Other => EstablishErrorKind::Other,
+        }
+    }
+
+    fn labelled(self) -> bool {
+        self == FailKind::Network
+    }
 }
 
 /// One input. `pick`s choose among what exists at that point (modulo its
@@ -194,6 +259,7 @@ enum Cmd {
     },
     EstablishFailed {
         pick: usize,
+        kind: FailKind,
     },
     /// A result for a connection that is not pending (aborted, or already
     /// reported).
@@ -255,7 +321,15 @@ fn cmd() -> impl Strategy<Value = Cmd> {
         5 => pick.prop_map(|pick| Cmd::Detach { pick }),
         2 => (pick, any::<bool>()).prop_map(|(pick, detach)| Cmd::WrongPool { pick, detach }),
         36 => (pick, 0..3u8).prop_map(|(pick, service)| Cmd::Established { pick, service }),
-        6 => pick.prop_map(|pick| Cmd::EstablishFailed { pick }),
+        8 => (
+            pick,
+            prop_oneof![
+                3 => Just(FailKind::Network),
+                1 => Just(FailKind::Authentication),
+                1 => Just(FailKind::Other)
+            ]
+        )
+            .prop_map(|(pick, kind)| Cmd::EstablishFailed { pick, kind }),
         8 => (pick, any::<bool>()).prop_map(|(pick, ok)| Cmd::LateResult { pick, ok }),
         2 => (0..3u64, any::<bool>()).prop_map(|(ahead, ok)| Cmd::UnknownResult { ahead, ok }),
         15 => (
@@ -322,6 +396,11 @@ struct ConnModel {
     generation: u32,
     /// Its service (load-balanced), once established.
     service: Option<ServiceId>,
+    /// While pending: the checkout it was started for, as the spec's
+    /// "create a connection for the wait queue" picks it (the first one in
+    /// arrival order that none is being made for); `None` when it was
+    /// started for minPoolSize or that checkout has gone.
+    requester: Option<u64>,
 }
 
 /// What the events said about a connection.
@@ -343,6 +422,35 @@ struct WaiterModel {
     state: WState,
     /// The spec name of the error it failed with.
     error: Option<&'static str>,
+    /// The pending connection started for it, if any.
+    requested: Option<u64>,
+}
+
+/// An establishment failure reported this step, and what the model
+/// predicts must follow (spec: "Establishing a Connection",
+/// "Backpressure-enabled").
+#[derive(Debug)]
+struct Failure {
+    id: u64,
+    kind: FailKind,
+    /// The checkout that must fail at once with a `ConnectionError` for it
+    /// (followed exactly only in `Sim::exact`).
+    victim: Option<u64>,
+    /// The checkout it was made for, which keeps waiting
+    /// (`keep_waiting_on_overload` and a labelled failure).
+    kept: Option<u64>,
+    /// The pool's state before the step: a labelled failure leaves it.
+    state_before: PoolState,
+    /// The reconnect backoff holds new connections back for the rest of
+    /// the step (a backoff that has not given up).
+    backoff_holds: bool,
+    /// The pool gives up reconnecting with this failure.
+    gives_up: bool,
+    /// Its `ConnectionClosed` came (what follows it comes after the
+    /// backoff was set).
+    closed_seen: bool,
+    /// How many checkouts failed with a `ConnectionError` this step.
+    connection_errors: u32,
 }
 
 macro_rules! ensure {
@@ -432,6 +540,30 @@ struct Sim {
     ev_failed: u64,
     /// Every output, for the determinism test.
     transcript: Option<Vec<String>>,
+    /// Requesters are followed exactly: events come among the actions, in
+    /// the order the pool made them, so the model sees where the time an
+    /// input lets pass ends. Otherwise it cannot always tell what an
+    /// `Establish` was started for, and checks only what holds whichever
+    /// checkout it was.
+    exact: bool,
+    /// A checkout of this step not queued yet: the input first lets time
+    /// pass, and what that starts comes before its
+    /// `ConnectionCheckOutStarted`.
+    unqueued: Option<u64>,
+    /// The connection whose result this step reports, and its requester:
+    /// still pending in the pool while the input lets time pass, until
+    /// its `ConnectionReady` or `ConnectionClosed`.
+    arriving: Option<(u64, Option<u64>)>,
+    /// This step's establishment failure.
+    failure: Option<Failure>,
+    /// With a reconnect backoff: since when establishing has failed
+    /// without a success (the pool gives up `give_up_after` from there).
+    failing_since: Option<Instant>,
+    /// `ReconnectGaveUp` events this step.
+    gave_up_events: u32,
+    /// Checkouts that kept waiting after their connection failed with an
+    /// overload (for the generator's coverage).
+    kept_waiting: u64,
 }
 
 impl Sim {
@@ -493,6 +625,13 @@ impl Sim {
             ev_checked_out: 0,
             ev_failed: 0,
             transcript: record.then(Vec::new),
+            exact: mode == Events::Merged,
+            unqueued: None,
+            arriving: None,
+            failure: None,
+            failing_since: None,
+            gave_up_events: 0,
+            kept_waiting: 0,
         };
         if opts.start_ready {
             sim.step(&Cmd::Ready).map_err(|e| format!("initial ready: {e}"))?;
@@ -538,6 +677,7 @@ impl Sim {
         if to == CState::Pooled {
             c.pooled_since = since;
         }
+        let requester = c.requester.take();
         let counts = |s: CState| match s {
             CState::Pooled => (1, 0),
             CState::Held { interrupted: false } => (0, 1),
@@ -550,6 +690,13 @@ impl Sim {
         if was == CState::Pending {
             self.pending.remove(&id);
             self.not_pending.push(id);
+            // Its checkout no longer has a connection being made for it.
+            if let Some(w) = requester {
+                let waiter = &mut self.waiters[w as usize - 1];
+                if waiter.requested == Some(id) {
+                    waiter.requested = None;
+                }
+            }
         }
         self.touched.push(id);
         Ok(())
@@ -585,6 +732,7 @@ impl Sim {
             deadline,
             state: WState::Waiting,
             error: None,
+            requested: None,
         });
         self.waiting.insert(w.0);
         if let Some(d) = deadline {
@@ -604,6 +752,13 @@ impl Sim {
             waiter.state
         );
         waiter.state = to;
+        // The connection started for it no longer has a requester.
+        if let Some(id) = waiter.requested.take() {
+            let c = &mut self.conns[id as usize - 1];
+            if c.requester == Some(w.0) {
+                c.requester = None;
+            }
+        }
         self.waiting.remove(&w.0);
         if let Some(d) = waiter.deadline {
             self.deadlines.remove(&(d, w.0));
@@ -724,6 +879,25 @@ impl Sim {
         Ok(())
     }
 
+    /// The checkout a connection just started is for (spec: a connection
+    /// is created for the wait queue while its checkouts outnumber the
+    /// connections being made): the first queued one, in arrival order,
+    /// that none is being made for. `None` when it is for minPoolSize.
+    fn requester_of_new(&self) -> Result<Option<u64>, String> {
+        let queued = || self.waiting.iter().copied().filter(|&w| Some(w) != self.unqueued);
+        let pending = self.pending.len() + usize::from(self.arriving.is_some());
+        if queued().count() <= pending {
+            return Ok(None);
+        }
+        let busy = self.arriving.and_then(|(_, w)| w);
+        let first = queued().find(|&w| self.waiters[w as usize - 1].requested.is_none() && Some(w) != busy);
+        ensure!(
+            !self.exact || first.is_some(),
+            "a connection for the queue while every queued checkout has one being made"
+        );
+        Ok(first)
+    }
+
     // ----- one step -------------------------------------------------------
 
     fn step(&mut self, cmd: &Cmd) -> Result<(), String> {
@@ -735,6 +909,10 @@ impl Sim {
         self.closing = None;
         self.step_caused = None;
         self.step_pool_closed = false;
+        self.unqueued = None;
+        self.arriving = None;
+        self.failure = None;
+        self.gave_up_events = 0;
         let mut fired = false;
         let now = self.wall;
         match *cmd {
@@ -747,6 +925,7 @@ impl Sim {
                 let deadline = self.wait_queue_timeout.and_then(|t| at.checked_add(t));
                 self.log(|| format!("check out -> {w}"));
                 self.new_waiter(w, deadline)?;
+                self.unqueued = Some(w.0);
             }
             Cmd::CheckOutUntil { offset_ms, direct } => {
                 let deadline = offset_ms.and_then(|o| {
@@ -775,6 +954,7 @@ impl Sim {
                 self.expect_immediate_failure(before, w);
                 self.log(|| format!("check out until {offset_ms:?} (direct: {direct}) -> {w}"));
                 self.new_waiter(w, deadline)?;
+                self.unqueued = Some(w.0);
             }
             Cmd::CheckIn { pick, errored } => {
                 if self.held.is_empty() {
@@ -851,6 +1031,9 @@ impl Sim {
                 let Some(&id) = self.pending.iter().nth(pick % self.pending.len().max(1)) else {
                     return self.after(false);
                 };
+                self.arriving = Some((id, self.conn(id)?.requester));
+                // A success resets the reconnect backoff.
+                self.failing_since = None;
                 self.move_conn(id, &[CState::Pending], CState::Pooled)?;
                 let sid = self.opts.load_balanced.then_some(ServiceId([service; 12]));
                 if let Some(sid) = sid {
@@ -868,28 +1051,7 @@ impl Sim {
                 self.log(|| format!("established {id} -> {r:?}"));
                 ensure!(r.is_ok(), "established {id}: {r:?}");
             }
-            Cmd::EstablishFailed { pick } => {
-                let Some(&id) = self.pending.iter().nth(pick % self.pending.len().max(1)) else {
-                    return self.after(false);
-                };
-                // SDAM's reaction clears the pool, unless the connection is
-                // of a generation already cleared (spec: "the generation of
-                // the pool when this Connection was created").
-                let clears = !self.opts.keep_ready
-                    && !self.opts.load_balanced
-                    && !self.closed
-                    && self.conn(id)?.generation == self.generation;
-                self.move_conn(id, &[CState::Pending], CState::Closed)?;
-                self.closing = Some((id, ClosedReason::Error));
-                self.count_closed(id)?;
-                if clears {
-                    self.generation += 1;
-                }
-                let r = fail_establish(&mut self.pool, now, ConnectionId(id));
-                self.told(now);
-                self.log(|| format!("establish failed {id} -> {r:?}"));
-                ensure!(r.is_ok(), "establish failed {id}: {r:?}");
-            }
+            Cmd::EstablishFailed { pick, kind } => return self.establish_failed(now, pick, kind),
             Cmd::LateResult { pick, ok } => {
                 if self.not_pending.is_empty() {
                     return self.after(false);
@@ -1073,6 +1235,172 @@ impl Sim {
         self.after(fired)
     }
 
+    /// `Cmd::EstablishFailed`: predicts, from the model alone, whether the
+    /// pool is cleared, which checkout fails with the failure or keeps
+    /// waiting, and whether the reconnect backoff holds or gives up; the
+    /// outputs are checked against that as they come (`on_action`,
+    /// `on_event`) and after the step (`check_failure`).
+    fn establish_failed(&mut self, now: Instant, pick: usize, kind: FailKind) -> Result<(), String> {
+        let Some(&id) = self.pending.iter().nth(pick % self.pending.len().max(1)) else {
+            return self.after(false);
+        };
+        // The pool's clock once this input has moved it.
+        let at = now.max(self.pool_now);
+        let (generation, requester) = {
+            let c = self.conn(id)?;
+            (c.generation, c.requester)
+        };
+        // SDAM's reaction clears the pool, unless the error is labelled
+        // (spec: "Backpressure-enabled": SDAM ignores it) or the connection
+        // is of a generation already cleared (spec: "the generation of the
+        // pool when this Connection was created").
+        let clears = !kind.labelled()
+            && !self.opts.keep_ready
+            && !self.opts.load_balanced
+            && !self.closed
+            && generation == self.generation;
+        // The checkout it was made for, unless its deadline passes as this
+        // input lets time pass (it times out first, and forgets it).
+        let requester = requester.filter(|&w| self.waiters[w as usize - 1].deadline.is_none_or(|d| d > at));
+        let keeps_waiting = kind.labelled() && self.opts.keep_waiting;
+        let (victim, kept) = if keeps_waiting {
+            (None, requester)
+        } else {
+            (requester, None)
+        };
+        // The reconnect backoff (its timing is jittered: only whether it
+        // holds at all, and when it gives up, are followed).
+        let mut gives_up = false;
+        if let Some((_, _, give_up, _)) = self.opts.reconnect {
+            let since = *self.failing_since.get_or_insert(at);
+            gives_up = give_up.is_some_and(|g| at - since >= Duration::from_millis(g));
+            if gives_up {
+                self.failing_since = None;
+            }
+        }
+        self.failure = Some(Failure {
+            id,
+            kind,
+            victim,
+            kept,
+            state_before: self.pool.state(),
+            backoff_holds: self.opts.reconnect.is_some() && !gives_up,
+            gives_up,
+            closed_seen: false,
+            connection_errors: 0,
+        });
+        self.arriving = Some((id, requester));
+        self.move_conn(id, &[CState::Pending], CState::Closed)?;
+        self.closing = Some((id, ClosedReason::Error));
+        self.count_closed(id)?;
+        if clears {
+            self.generation += 1;
+        }
+        let r = fail_establish_with(&mut self.pool, now, ConnectionId(id), kind.kind());
+        self.told(now);
+        self.log(|| format!("establish failed {id} {kind:?} -> {r:?}"));
+        ensure!(r.is_ok(), "establish failed {id}: {r:?}");
+        self.after(false)?;
+        self.check_failure()
+    }
+
+    /// After an establishment failure's step: the pool is not paused by a
+    /// labelled failure; exactly the predicted checkout failed with it (at
+    /// most one, and none that keeps waiting, when requesters are not
+    /// followed exactly); the one that keeps waiting still waits; the pool
+    /// gave up reconnecting exactly when predicted.
+    fn check_failure(&mut self) -> Result<(), String> {
+        let Some(f) = self.failure.take() else {
+            return Ok(());
+        };
+        let state = self.pool.state();
+        if f.kind.labelled() {
+            ensure!(
+                state == f.state_before,
+                "a labelled failure of connection {} left the pool {state:?}, was {:?}",
+                f.id,
+                f.state_before
+            );
+        }
+        if self.exact {
+            let expected = u32::from(f.victim.is_some());
+            ensure!(
+                f.connection_errors == expected,
+                "failure of connection {} ({:?}) failed {} checkouts with it, expected {expected} ({:?})",
+                f.id,
+                f.kind,
+                f.connection_errors,
+                f.victim
+            );
+            if let Some(w) = f.kept {
+                self.kept_waiting += 1;
+                let waiter = &self.waiters[w as usize - 1];
+                ensure!(
+                    waiter.state == WState::Waiting,
+                    "waiter {w}, whose connection {} failed with an overload, is {:?} {:?}, not waiting",
+                    f.id,
+                    waiter.state,
+                    waiter.error
+                );
+            }
+        } else {
+            let most = u32::from(!(f.kind.labelled() && self.opts.keep_waiting));
+            ensure!(
+                f.connection_errors <= most,
+                "failure of connection {} ({:?}) failed {} checkouts with it",
+                f.id,
+                f.kind,
+                f.connection_errors
+            );
+        }
+        ensure!(
+            self.gave_up_events == u32::from(f.gives_up),
+            "{} ReconnectGaveUp after failure of connection {}, expected {}",
+            self.gave_up_events,
+            f.id,
+            f.gives_up
+        );
+        Ok(())
+    }
+
+    /// Checks the error a checkout failed with (its `Fail` or
+    /// `ConnectionCheckOutFailed`): a `ConnectionError` only for this
+    /// step's failure, naming its connection, with the labels of its kind.
+    fn check_checkout_error(&self, error: &CheckOutError, what: &str) -> Result<(), String> {
+        let CheckOutError::ConnectionError {
+            connection_id,
+            source,
+            ..
+        } = error
+        else {
+            ensure!(error.labels().is_empty(), "{what}: {error:?} carries labels");
+            return Ok(());
+        };
+        let Some(f) = &self.failure else {
+            return Err(format!(
+                "{what}: a ConnectionError with no failure reported: {error:?}"
+            ));
+        };
+        ensure!(
+            connection_id.0 == f.id,
+            "{what}: a ConnectionError for {connection_id}, but {} failed",
+            f.id
+        );
+        check_labels(source, f.kind, what)?;
+        let labelled = f.kind.labelled();
+        ensure!(
+            error.has_label("SystemOverloadedError") == labelled
+                && error.has_label("RetryableError") == labelled
+                && error.is_retryable() == labelled
+                && error.labels() == source.labels(),
+            "{what}: a {:?} failure gives a checkout error labelled {:?} (retryable: {})",
+            f.kind,
+            error.labels(),
+            error.is_retryable()
+        );
+        Ok(())
+    }
+
     fn fire(&mut self, at: Instant) -> bool {
         self.pool.handle_timeout(at);
         self.told(at);
@@ -1139,6 +1467,15 @@ impl Sim {
                     max == 0 || total < max,
                     "Establish {id} with {total} connections of {max}"
                 );
+                // Spec: no more than maxConnecting at once, at any point of
+                // an input (a connection whose result is being reported is
+                // still pending while the input lets time pass).
+                let connecting = self.pending.len() + usize::from(self.exact && self.arriving.is_some());
+                ensure!(
+                    connecting < self.opts.max_connecting as usize,
+                    "Establish {id} with {connecting} connections being made (maxConnecting {})",
+                    self.opts.max_connecting
+                );
                 // Spec: a connection is started for a checkout only while
                 // checkouts outnumber the connections being established
                 // (each of which will serve one), or to populate the pool
@@ -1149,6 +1486,19 @@ impl Sim {
                     "Establish {id} with {waiting} waiting, {pending} pending and {total} connections (min {})",
                     self.opts.min_pool_size
                 );
+                if let Some(f) = self.failure.as_ref().filter(|_| self.exact) {
+                    // After the failure's ConnectionClosed, what the input
+                    // does comes after its reaction: the backoff.
+                    ensure!(
+                        !(f.closed_seen && f.backoff_holds),
+                        "Establish {id} right after connection {} failed, while the reconnect backoff holds",
+                        f.id
+                    );
+                }
+                let requester = self.requester_of_new()?;
+                if let Some(w) = requester {
+                    self.waiters[w as usize - 1].requested = Some(id);
+                }
                 self.conns.push(ConnModel {
                     state: CState::Pending,
                     closed_counted: false,
@@ -1156,6 +1506,7 @@ impl Sim {
                     pooled_since: self.pool_now,
                     generation: self.step_generation,
                     service: None,
+                    requester,
                 });
                 self.pending.insert(id);
                 self.touched.push(id);
@@ -1224,6 +1575,17 @@ impl Sim {
                 self.delivers += 1;
             }
             Action::Fail { waiter, error } => {
+                self.check_checkout_error(&error, "Fail")?;
+                if let (CheckOutError::ConnectionError { .. }, Some(f)) = (&error, &mut self.failure) {
+                    f.connection_errors += 1;
+                    ensure!(
+                        !self.exact || f.victim == Some(waiter.0),
+                        "waiter {waiter} fails with the failure of connection {} ({:?}); the model expects {:?} to",
+                        f.id,
+                        f.kind,
+                        f.victim
+                    );
+                }
                 let deadline = self
                     .waiters
                     .get((waiter.0 as usize).wrapping_sub(1))
@@ -1242,6 +1604,16 @@ impl Sim {
                     ensure!(
                         reported == Some(waited),
                         "ConnectionCheckOutFailed for {waiter} says it took {reported:?}, but it waited {waited:?}"
+                    );
+                }
+                // A queued checkout fails as cleared only by a clear of this
+                // step (a checkout of a paused pool is judged on its own:
+                // `check_out_verdict`); a labelled failure clears nothing.
+                if let CheckOutError::PoolCleared { .. } = error {
+                    let immediate = self.check_out_verdict.is_some_and(|(w, _)| w == waiter);
+                    ensure!(
+                        immediate || self.generation != self.step_generation,
+                        "waiter {waiter} fails as cleared in a step that clears nothing"
                     );
                 }
                 self.waiters[waiter.0 as usize - 1].error = Some(error.spec_name());
@@ -1371,6 +1743,9 @@ impl Sim {
                 self.ev_conns.push(ConnEvents::default());
             }
             Event::ConnectionReady { connection_id, .. } => {
+                if self.arriving.is_some_and(|(id, _)| id == connection_id.0) {
+                    self.arriving = None;
+                }
                 let c = self.ev_conn(*connection_id, "ConnectionReady")?;
                 ensure!(
                     !c.ready && c.closed == 0,
@@ -1381,8 +1756,29 @@ impl Sim {
             Event::ConnectionClosed {
                 connection_id,
                 reason,
+                error,
                 ..
             } => {
+                if self.arriving.is_some_and(|(id, _)| id == connection_id.0) {
+                    self.arriving = None;
+                }
+                // The establishment error, with its labels, only for the
+                // connection whose establishment failed.
+                match (&mut self.failure, error) {
+                    (Some(f), Some(error)) if f.id == connection_id.0 => {
+                        check_labels(error, f.kind, "ConnectionClosed")?;
+                        f.closed_seen = true;
+                    }
+                    (Some(f), None) if f.id == connection_id.0 => {
+                        return Err(format!("ConnectionClosed {connection_id} without its error"));
+                    }
+                    (_, None) => {}
+                    (_, Some(error)) => {
+                        return Err(format!(
+                            "ConnectionClosed {connection_id} with an error: {error:?}"
+                        ));
+                    }
+                }
                 let c = self.ev_conn(*connection_id, "ConnectionClosed")?;
                 ensure!(c.closed == 0, "ConnectionClosed {connection_id} twice");
                 c.closed += 1;
@@ -1419,8 +1815,13 @@ impl Sim {
                 );
                 c.checked_out = false;
             }
-            Event::ConnectionCheckOutStarted { .. } => self.ev_started += 1,
+            Event::ConnectionCheckOutStarted { .. } => {
+                self.ev_started += 1;
+                // What the checkout does from here on, it does queued.
+                self.unqueued = None;
+            }
             Event::ConnectionCheckOutFailed { error, duration, .. } => {
+                self.check_checkout_error(error, "ConnectionCheckOutFailed")?;
                 self.ev_failed += 1;
                 self.ev_fail_durations.push_back(*duration);
                 ensure!(
@@ -1431,7 +1832,13 @@ impl Sim {
                     self.step_caused = Some("a checkout failed as cleared".to_owned());
                 }
             }
-            Event::ReconnectGaveUp { .. } => {}
+            Event::ReconnectGaveUp { last_error, .. } => {
+                self.gave_up_events += 1;
+                let Some(f) = &self.failure else {
+                    return Err("ReconnectGaveUp without a failure".to_owned());
+                };
+                check_labels(last_error, f.kind, "ReconnectGaveUp")?;
+            }
             other => return Err(format!("unknown event {other:?}")),
         }
         ensure!(
@@ -1616,6 +2023,23 @@ impl Sim {
     }
 }
 
+/// An establishment error (of a `ConnectionClosed`, a checkout's
+/// `ConnectionError`, a `ReconnectGaveUp`) is of the kind reported, with
+/// its labels: `SystemOverloadedError` and `RetryableError` for a network
+/// failure, none for the others.
+fn check_labels(error: &EstablishError, kind: FailKind, what: &str) -> Result<(), String> {
+    let labelled = kind.labelled();
+    ensure!(
+        error.kind() == kind.kind()
+            && error.has_label("SystemOverloadedError") == labelled
+            && error.has_label("RetryableError") == labelled
+            && error.is_overload() == labelled
+            && error.is_retryable() == labelled,
+        "{what}: a {kind:?} failure reported as {error:?}"
+    );
+    Ok(())
+}
+
 /// How the simulated driver gets events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Events {
@@ -1763,11 +2187,18 @@ fn generator_reaches_every_outcome() {
         "-> Err(ClearMode",
         "-> Err(PoolClosed",
         "late result",
+        "Network -> Ok",
+        "Authentication -> Ok",
+        "Other -> Ok",
+        "source: EstablishError { kind: Network",
+        "source: EstablishError { kind: Authentication",
     ];
     let mut counts = vec![0usize; needles.len()];
+    let mut kept_waiting = 0;
     for _ in 0..300 {
         let (opts, cmds) = strategy.new_tree(&mut runner).unwrap().current();
         let sim = run(&opts, &cmds, origin(), Events::Merged, true).unwrap();
+        kept_waiting += sim.kept_waiting;
         for line in sim.transcript.unwrap() {
             for (n, needle) in needles.iter().enumerate() {
                 counts[n] += usize::from(line.contains(needle));
@@ -1780,7 +2211,12 @@ fn generator_reaches_every_outcome() {
         .map(|(n, c)| format!("{n}: {c}"))
         .collect();
     eprintln!("{}", report.join("\n"));
+    eprintln!("checkouts that kept waiting on an overload: {kept_waiting}");
     for (needle, count) in needles.iter().zip(&counts) {
         assert!(*count > 0, "no `{needle}` in 300 cases:\n{}", report.join("\n"));
     }
+    assert!(
+        kept_waiting > 0,
+        "no checkout kept waiting on an overload in 300 cases"
+    );
 }

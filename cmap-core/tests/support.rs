@@ -42,10 +42,19 @@ pub fn next_output<C>(pool: &mut Pool<C>) -> Result<Option<Output<C>>, String> {
 pub fn fail_establish<C>(pool: &mut Pool<C>, now: Instant, id: ConnectionId) -> Result<(), UsageError> {
     // Unlabelled (as an authentication failure): the kind of failure that
     // clears the pool, so that a test can see whether it does.
-    let error = cmap_core::EstablishError::other(std::io::Error::other(format!(
-        "establishing connection {id} failed"
-    )));
-    pool.handle_establish_failed(now, id, error)
+    fail_establish_with(pool, now, id, cmap_core::EstablishErrorKind::Other)
+}
+
+/// Reports that establishing connection `id` failed with an error of
+/// `kind` (a network error carries the backpressure labels).
+pub fn fail_establish_with<C>(
+    pool: &mut Pool<C>,
+    now: Instant,
+    id: ConnectionId,
+    kind: cmap_core::EstablishErrorKind,
+) -> Result<(), UsageError> {
+    let io = std::io::Error::other(format!("establishing connection {id} failed"));
+    pool.handle_establish_failed(now, id, cmap_core::EstablishError::new(kind, io))
 }
 
 #[allow(clippy::disallowed_methods)]
