@@ -242,13 +242,19 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     /// The error of a checkout whose deadline passed during the manager's
     /// check: a wait-queue timeout, after its whole timeout (`waited`).
     fn check_timed_out(&self, waited: Duration) -> CheckOutError {
-        let (status, last_error) =
-            self.input(|inner, _| (inner.core.status(), inner.core.last_establish_error()));
+        let (status, last_error, max_pool_size) = self.input(|inner, _| {
+            let core = &inner.core;
+            (
+                core.status(),
+                core.last_establish_error(),
+                core.options().max_pool_size(),
+            )
+        });
         CheckOutError::WaitQueueTimeout {
             address: self.address.clone(),
             context: Box::new(TimeoutContext {
                 waited,
-                max_pool_size: self.options.max_pool_size(),
+                max_pool_size,
                 status,
                 last_error,
             }),

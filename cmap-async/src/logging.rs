@@ -177,6 +177,20 @@ pub(crate) fn log_event(event: &Event) {
                 "Connection pool gave up reconnecting"
             );
         }
+        Event::PoolResized {
+            min_pool_size,
+            max_pool_size,
+            ..
+        } => {
+            tracing::debug!(
+                target: LOG_TARGET,
+                serverHost = host,
+                serverPort = port,
+                minPoolSize = min_pool_size,
+                maxPoolSize = max_pool_size,
+                "Connection pool resized"
+            );
+        }
         // Events added to the core later are not logged until mapped here.
         _ => {}
     }

@@ -228,6 +228,31 @@ impl<M: ManageConnection, R: Runtime> Pool<M, R> {
             .input(|inner, now| inner.core.handle_clear(now, clear))
     }
 
+    /// Changes minPoolSize and maxPoolSize (0: no limit) while the pool
+    /// runs. Growing serves waiting checkouts at once and opens
+    /// connections up to the new minimum; shrinking closes idle
+    /// connections at once (least recently used first) and in-use ones as
+    /// they are given back, never interrupting work (reason `shrunk`). An
+    /// [`Event::PoolResized`] (and a log message) says so.
+    ///
+    /// ```
+    /// # use cmap_async::{ManageConnection, Pool, Runtime};
+    /// # fn run<M: ManageConnection, R: Runtime>(pool: &Pool<M, R>) {
+    /// pool.resize(2, 20).unwrap(); // min 2, max 20
+    /// assert_eq!(pool.options().max_pool_size(), 20);
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`UsageError::InvalidSize`] when `min` exceeds a non-zero `max`,
+    /// [`UsageError::ResizeClosed`] once the pool is closed; the sizes
+    /// stay as they were.
+    pub fn resize(&self, min: u32, max: u32) -> Result<(), UsageError> {
+        self.shared
+            .input(|inner, now| inner.core.handle_resize(now, min, max))
+    }
+
     /// Closes the pool (spec: "Closing a Connection Pool"): queued
     /// checkouts fail at once with `PoolClosedError`, idle connections are
     /// closed, pending ones abandoned, and checked-out ones are closed when
@@ -313,9 +338,10 @@ impl<M: ManageConnection, R: Runtime> Pool<M, R> {
         &self.shared.address
     }
 
-    /// The pool's options.
-    pub fn options(&self) -> &PoolOptions {
-        &self.shared.options
+    /// The pool's options as they are now ([`resize`](Self::resize)
+    /// changes minPoolSize and maxPoolSize).
+    pub fn options(&self) -> PoolOptions {
+        self.shared.lock().core.options().clone()
     }
 
     /// The connection manager.

@@ -34,6 +34,8 @@ pub(crate) struct Shared<M: ManageConnection, R: Runtime> {
     pub(crate) manager: Arc<M>,
     pub(crate) rt: R,
     pub(crate) address: Address,
+    /// The options as built: read without the lock for what a resize does
+    /// not change (the wait-queue timeout); the core has the current ones.
     pub(crate) options: PoolOptions,
     pub(crate) timeouts: Timeouts,
     /// A plain mutex: it is held only for one input and its drain, never

@@ -209,9 +209,21 @@ impl<M: ManageConnection> Pool<M> {
         self.inner.address()
     }
 
-    /// The pool's options.
-    pub fn options(&self) -> &PoolOptions {
+    /// The pool's options as they are now ([`resize`](Self::resize)
+    /// changes minPoolSize and maxPoolSize).
+    pub fn options(&self) -> PoolOptions {
         self.inner.options()
+    }
+
+    /// Changes minPoolSize and maxPoolSize (0: no limit) while the pool
+    /// runs: see [`cmap_async::Pool::resize`].
+    ///
+    /// # Errors
+    ///
+    /// [`UsageError::InvalidSize`] when `min` exceeds a non-zero `max`,
+    /// [`UsageError::ResizeClosed`] once the pool is closed.
+    pub fn resize(&self, min: u32, max: u32) -> Result<(), UsageError> {
+        self.inner.resize(min, max)
     }
 
     /// The connection manager.

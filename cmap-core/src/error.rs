@@ -466,6 +466,13 @@ pub enum UsageError {
     /// A closed pool cannot be marked ready again (spec: `ready()`).
     #[error("the pool is closed and cannot be marked ready")]
     PoolClosed,
+    /// A closed pool cannot be resized.
+    #[error("the pool is closed and cannot be resized")]
+    ResizeClosed,
+    /// The sizes of a resize are invalid (minPoolSize above a non-zero
+    /// maxPoolSize); the pool keeps its sizes.
+    #[error("invalid resize: {0}")]
+    InvalidSize(OptionsError),
 }
 
 /// A connection was handed to a pool that cannot take it; the connection is

@@ -1,5 +1,5 @@
 //! The CMAP monitoring events (spec: "Connection Pool Monitoring"), plus
-//! one extension, [`Event::ReconnectGaveUp`].
+//! two extensions, [`Event::ReconnectGaveUp`] and [`Event::PoolResized`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +25,9 @@ pub enum ClosedReason {
     Lifetime,
     /// Extension: the user detached the connection from the pool.
     Detached,
+    /// Extension: the pool was resized below the connections it held
+    /// (see `Pool::handle_resize`).
+    Shrunk,
 }
 
 impl ClosedReason {
@@ -37,6 +40,7 @@ impl ClosedReason {
             ClosedReason::PoolClosed => "poolClosed",
             ClosedReason::Lifetime => "lifetime",
             ClosedReason::Detached => "detached",
+            ClosedReason::Shrunk => "shrunk",
         }
     }
 
@@ -51,6 +55,7 @@ impl ClosedReason {
             ClosedReason::PoolClosed => "Connection pool was closed",
             ClosedReason::Lifetime => "Connection reached its maximum lifetime",
             ClosedReason::Detached => "Connection was detached from the pool",
+            ClosedReason::Shrunk => "Connection pool was resized below its size",
         }
     }
 }
@@ -167,6 +172,13 @@ pub enum Event {
         failing_for: Duration,
         last_error: EstablishError,
     },
+    /// Extension: minPoolSize and maxPoolSize changed while the pool ran
+    /// (see `Pool::handle_resize`).
+    PoolResized {
+        address: Address,
+        min_pool_size: u32,
+        max_pool_size: u32,
+    },
 }
 
 impl Event {
@@ -186,6 +198,7 @@ impl Event {
             Event::ConnectionCheckedOut { .. } => "ConnectionCheckedOut",
             Event::ConnectionCheckedIn { .. } => "ConnectionCheckedIn",
             Event::ReconnectGaveUp { .. } => "ReconnectGaveUp",
+            Event::PoolResized { .. } => "ConnectionPoolResized",
         }
     }
 
@@ -203,7 +216,8 @@ impl Event {
             | Event::ConnectionCheckOutFailed { address, .. }
             | Event::ConnectionCheckedOut { address, .. }
             | Event::ConnectionCheckedIn { address, .. }
-            | Event::ReconnectGaveUp { address, .. } => address,
+            | Event::ReconnectGaveUp { address, .. }
+            | Event::PoolResized { address, .. } => address,
         }
     }
 

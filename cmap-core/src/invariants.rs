@@ -13,8 +13,12 @@ impl<C> Pool<C> {
         let total = self.conns.total();
         let pending = self.conns.pending_len();
         let ensure = |ok: bool, what: &str| if ok { Ok(()) } else { Err(what.to_owned()) };
+        // Above maxPoolSize only after a resize down, never above the total
+        // it left, and with nothing idle to close.
         ensure(
-            !o.is_capped() || total <= o.max_pool_size as usize,
+            !o.is_capped()
+                || total <= o.max_pool_size as usize
+                || (self.shrinking.is_some_and(|was| total <= was) && self.conns.available_len() == 0),
             "total exceeds maxPoolSize",
         )?;
         ensure(

@@ -99,6 +99,7 @@ mod options;
 mod output;
 mod perish;
 mod pool;
+mod resize;
 mod stats;
 mod wait_queue;
 

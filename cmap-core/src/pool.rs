@@ -91,6 +91,9 @@ pub struct Pool<C> {
     /// The connection whose result the current input reports.
     arriving: Option<ConnectionId>,
     pub(crate) rng: SplitMix64,
+    /// After a resize down, while the pool holds more than maxPoolSize:
+    /// its total then, the most `check_invariants` allows (`resize.rs`).
+    pub(crate) shrinking: Option<usize>,
     /// The other counters; its `requests`, `usage_time` and `wait_time`
     /// stay zero (they are in `hot`; [`Pool::stats`] puts them together).
     stats: Stats,
@@ -153,6 +156,7 @@ impl<C> Pool<C> {
             clear_cause: ClearCause::NeverReady,
             arriving: None,
             rng,
+            shrinking: None,
             stats: Stats::default(),
             backoff: Backoff::default(),
         };
@@ -260,6 +264,8 @@ impl<C> Pool<C> {
         }
         let reason = if self.state == PoolState::Closed {
             Some(ClosedReason::PoolClosed)
+        } else if self.over_size() {
+            Some(ClosedReason::Shrunk)
         } else {
             self.perished(&meta, false)
         };
@@ -269,6 +275,9 @@ impl<C> Pool<C> {
                     self.stats.returns_bad += 1;
                 }
                 self.close(&meta, conn, reason, None);
+                if reason == ClosedReason::Shrunk {
+                    self.note_size();
+                }
                 self.serve_queue();
             }
             None => {
@@ -360,6 +369,11 @@ impl<C> Pool<C> {
         });
         if self.state == PoolState::Closed {
             self.close(&meta, conn, ClosedReason::PoolClosed, None);
+            return Ok(());
+        }
+        if self.over_size() {
+            self.close(&meta, conn, ClosedReason::Shrunk, None);
+            self.note_size();
             return Ok(());
         }
         // Spec ("Populating the Pool"): the connection is available before
@@ -664,7 +678,7 @@ impl<C> Pool<C> {
     /// Moves the clock (never backwards) and expires due checkouts first,
     /// so that no input serves a checkout past its deadline.
     #[inline]
-    fn advance(&mut self, now: Instant) {
+    pub(crate) fn advance(&mut self, now: Instant) {
         if now > self.now {
             self.now = now;
         }

@@ -104,6 +104,7 @@ macro_rules! pool_scenarios {
             a_panicking_reset_or_is_broken_closes_the_connection,
             a_hanging_reset_is_given_up_at_the_reset_timeout,
             a_guard_dropped_while_unwinding_is_closed_not_reset,
+            resize_grows_and_shrinks_a_running_pool,
         );
     };
     (@tests $pool:ty, $tasks:ty, $block_on:expr; $($name:ident),* $(,)?) => {

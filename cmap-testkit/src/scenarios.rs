@@ -1000,3 +1000,45 @@ pub async fn reset_after_fork_clears_restarts_the_timer_and_leaks_old_connection
     pool.close();
     eventually(&t, "the new ones closed", || m.alive() == 2).await;
 }
+
+/// A running pool resized: growing serves a waiter at once, shrinking
+/// closes the idle connection and leaves the one in use alone, and raising
+/// the minimum opens connections in the background.
+pub async fn resize_grows_and_shrinks_a_running_pool<R: Runtime + Default, T: Runtime + Default>() {
+    let (m, t) = runtimes::<R, T>();
+    let names = Names::default();
+    let pool = builder().max_pool_size(1).build(m.clone()).unwrap();
+    let _sub = pool.on_event(names.callback());
+    let held = pool.get().await.unwrap();
+    let p = pool.clone();
+    let waiter = spawn(&t, async move {
+        p.get_timeout(Duration::from_secs(2)).await.map(|c| c.n)
+    });
+    eventually(&t, "the waiter is queued", || pool.status().waiting == 1).await;
+    pool.resize(0, 3).unwrap();
+    assert_eq!(waiter.await.unwrap(), 2, "served by a new connection at once");
+    assert_eq!(pool.status().available, 1);
+    pool.resize(0, 1).unwrap();
+    eventually(&t, "the idle one closed", || m.alive() == 1).await;
+    let s = pool.status();
+    assert_eq!(
+        (s.total, s.in_use, s.available),
+        (1, 1, 0),
+        "the one in use is left alone"
+    );
+    drop(held);
+    assert_eq!(pool.status().available, 1, "within the new size: pooled again");
+    pool.resize(2, 3).unwrap();
+    eventually(&t, "populated to the new minimum", || {
+        pool.status().available == 2
+    })
+    .await;
+    assert_eq!(pool.options().min_pool_size(), 2);
+    assert!(pool.resize(4, 3).is_err());
+    let resized = names
+        .take()
+        .iter()
+        .filter(|n| **n == "ConnectionPoolResized")
+        .count();
+    assert_eq!(resized, 3);
+}

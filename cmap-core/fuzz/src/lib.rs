@@ -1,7 +1,8 @@
 //! The harness of the `commands` fuzz target: a random pool configuration
 //! and a random sequence of inputs (check out, check in, detach, connect
-//! results, clear, ready, close, cancel, timers, fork) on virtual time,
-//! fed to `cmap_core::Pool` by a minimal driver that keeps its own books.
+//! results, clear, ready, close, cancel, timers, fork, resize) on virtual
+//! time, fed to `cmap_core::Pool` by a minimal driver that keeps its own
+//! books.
 //!
 //! After every input it drains the outputs and checks:
 //!
@@ -124,6 +125,13 @@ pub enum Step {
     },
     /// A spurious timer wake-up.
     Timeout,
+    /// New minPoolSize and maxPoolSize (possibly invalid: refused).
+    Resize {
+        /// minPoolSize.
+        min: u8,
+        /// maxPoolSize (0: no limit).
+        max: u8,
+    },
     /// The process forked.
     ResetAfterFork,
 }
@@ -304,6 +312,12 @@ impl Driver {
                 }
             }
             Step::Timeout => self.timeout(now),
+            Step::Resize { min, max } => {
+                let result = self
+                    .pool
+                    .handle_resize(now, u32::from(min % 5), u32::from(max % 9));
+                self.transcript.push(format!("{result:?}"));
+            }
             Step::ResetAfterFork => self.pool.handle_reset_after_fork(now),
         }
     }
