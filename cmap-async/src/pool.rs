@@ -269,6 +269,28 @@ impl<M: ManageConnection, R: Runtime> Pool<M, R> {
         self.shared.close();
     }
 
+    /// Closes the pool and gives the connections in use until `timeout` to
+    /// come back (psycopg_pool's `close(timeout)`): new and queued
+    /// checkouts fail at once with `PoolClosedError`, idle connections are
+    /// closed, and each connection given back is closed. The ones still out
+    /// at the timeout are interrupted (see [`PooledConnection::interrupted`])
+    /// and closed in the pool's books (`ConnectionClosed`, reason
+    /// `poolClosed`). Returns how many were forced: 0 when all came back.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use cmap_async::{ManageConnection, Pool, Runtime};
+    /// # async fn run<M: ManageConnection, R: Runtime>(pool: Pool<M, R>) {
+    /// let forced = pool.close_gracefully(Duration::from_secs(10)).await;
+    /// if forced > 0 {
+    ///     eprintln!("{forced} connections were still in use after 10 s");
+    /// }
+    /// # }
+    /// ```
+    pub async fn close_gracefully(&self, timeout: Duration) -> usize {
+        self.shared.close_gracefully(timeout).await
+    }
+
     /// Resets the pool in a forked child process (spec: "Forking"): call
     /// it in the child, before anything else uses the pool. The pool is
     /// cleared with `interruptInUseConnections` (`ConnectionPoolCleared`,

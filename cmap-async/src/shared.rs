@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use cmap_core::{Address, PoolOptions, Pooled};
+use cmap_core::{Address, PoolOptions, PoolState, Pooled};
 use crossbeam_utils::CachePadded;
 use event_listener::Event;
 
@@ -16,6 +16,7 @@ use crate::events::EventHub;
 use crate::interrupt::Interrupts;
 use crate::manager::ManageConnection;
 use crate::runtime::Runtime;
+use crate::util::{race, Either};
 
 /// The limits the driver puts on the manager's hooks (`None`: no limit).
 #[derive(Clone, Copy, Debug)]
@@ -52,6 +53,9 @@ pub(crate) struct Shared<M: ManageConnection, R: Runtime> {
     pub(crate) interrupts: Arc<Interrupts>,
     /// Wakes the timer task: its deadline moved earlier, or the pool closed.
     pub(crate) timer: Event,
+    /// Notified when a connection comes back to a closed pool, for
+    /// `close_gracefully` waiting for the ones in use.
+    returned_after_close: Event,
     /// Live `Pool` handles; the last one dropped closes the pool.
     pub(crate) handles: AtomicUsize,
     /// Which timer task is the pool's: a reset after fork starts a new
@@ -82,6 +86,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
             events,
             interrupts: Arc::default(),
             timer: Event::new(),
+            returned_after_close: Event::new(),
             handles: AtomicUsize::new(1),
             timer_epoch: AtomicU64::new(0),
         })
@@ -260,20 +265,28 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
 
     /// Gives back a checked-out connection.
     pub(crate) fn check_in(&self, connection: Pooled<M::Connection>) {
-        self.input_at(self.read_clock(), |inner, now| {
-            inner.check_in(now, connection, &self.interrupts)
+        let closed = self.input_at(self.read_clock(), |inner, now| {
+            inner.check_in(now, connection, &self.interrupts);
+            inner.core.state() == PoolState::Closed
         });
+        if closed {
+            self.returned_after_close.notify(usize::MAX);
+        }
     }
 
     /// Takes a checked-out connection out of the pool for good.
     pub(crate) fn detach(&self, connection: Pooled<M::Connection>) -> M::Connection {
-        self.input(|inner, now| {
+        let (conn, closed) = self.input(|inner, now| {
             self.interrupts.forget(connection.id());
             match inner.core.handle_detach(now, connection) {
-                Ok(conn) => conn,
+                Ok(conn) => (conn, inner.core.state() == PoolState::Closed),
                 Err(_) => unreachable!("a guard's connection comes from its own pool"),
             }
-        })
+        });
+        if closed {
+            self.returned_after_close.notify(usize::MAX);
+        }
+        conn
     }
 
     /// Closes the pool (the last `Pool` handle is gone, or `close()`).
@@ -281,6 +294,29 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         self.input(|inner, now| inner.core.handle_close(now));
         // The timer task ends once it sees the pool closed.
         self.timer.notify_additional(1);
+    }
+
+    /// Closes the pool, waits until no connection is in use or `timeout`
+    /// has passed, and forces the rest closed; returns how many.
+    pub(crate) async fn close_gracefully(&self, timeout: Duration) -> usize {
+        self.close();
+        let deadline = self.rt.now().checked_add(timeout);
+        loop {
+            // Listening first, then looking: no return is missed.
+            let returned = self.returned_after_close.listen();
+            if self.lock().core.status().in_use == 0 {
+                return 0;
+            }
+            let Some(deadline) = deadline else {
+                returned.await;
+                continue;
+            };
+            if let Either::Right(()) = race(returned, self.rt.sleep_until(deadline)).await {
+                break;
+            }
+        }
+        // The pool is closed: forcing cannot be refused.
+        self.input(|inner, now| inner.core.handle_force_close(now).unwrap_or(0))
     }
 }
 

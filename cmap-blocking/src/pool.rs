@@ -194,6 +194,14 @@ impl<M: ManageConnection> Pool<M> {
         self.inner.close();
     }
 
+    /// Closes the pool and blocks until the connections in use come back,
+    /// or `timeout` passes; the ones still out then are interrupted and
+    /// closed in the pool's books. Returns how many were forced. See
+    /// [`cmap_async::Pool::close_gracefully`].
+    pub fn close_gracefully(&self, timeout: Duration) -> usize {
+        block_on(self.inner.close_gracefully(timeout))
+    }
+
     /// The pool's state, connection counts and wait-queue length.
     pub fn status(&self) -> Status {
         self.inner.status()

@@ -466,6 +466,9 @@ pub enum UsageError {
     /// A closed pool cannot be marked ready again (spec: `ready()`).
     #[error("the pool is closed and cannot be marked ready")]
     PoolClosed,
+    /// Forcing the connections in use closed needs a closed pool.
+    #[error("the pool is not closed: close it before forcing its connections closed")]
+    NotClosed,
     /// A closed pool cannot be resized.
     #[error("the pool is closed and cannot be resized")]
     ResizeClosed,

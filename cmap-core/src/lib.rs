@@ -100,6 +100,7 @@ mod output;
 mod perish;
 mod pool;
 mod resize;
+mod shutdown;
 mod stats;
 mod wait_queue;
 

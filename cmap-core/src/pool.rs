@@ -96,7 +96,7 @@ pub struct Pool<C> {
     pub(crate) shrinking: Option<usize>,
     /// The other counters; its `requests`, `usage_time` and `wait_time`
     /// stay zero (they are in `hot`; [`Pool::stats`] puts them together).
-    stats: Stats,
+    pub(crate) stats: Stats,
 }
 
 /// The counters of [`Stats`] that every check out or check in moves, kept
@@ -258,8 +258,13 @@ impl<C> Pool<C> {
             connection_id: meta.id,
         });
         if entry.interrupted {
-            // Already counted closed when it was interrupted.
-            self.dispose(meta.id, conn, ClosedReason::Stale);
+            // Already counted closed when it was interrupted: by a clear,
+            // or by forcing a closed pool's connections.
+            let reason = match self.state {
+                PoolState::Closed => ClosedReason::PoolClosed,
+                _ => ClosedReason::Stale,
+            };
+            self.dispose(meta.id, conn, reason);
             return Ok(());
         }
         let reason = if self.state == PoolState::Closed {
@@ -939,7 +944,7 @@ impl<C> Pool<C> {
     }
 
     /// The bookkeeping half of closing: counts, service map, event.
-    fn closed_event(
+    pub(crate) fn closed_event(
         &mut self,
         id: ConnectionId,
         service_id: Option<ServiceId>,

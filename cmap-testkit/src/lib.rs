@@ -105,6 +105,7 @@ macro_rules! pool_scenarios {
             a_hanging_reset_is_given_up_at_the_reset_timeout,
             a_guard_dropped_while_unwinding_is_closed_not_reset,
             resize_grows_and_shrinks_a_running_pool,
+            close_gracefully_waits_for_connections_in_use_then_forces_the_rest,
         );
     };
     (@tests $pool:ty, $tasks:ty, $block_on:expr; $($name:ident),* $(,)?) => {

@@ -1042,3 +1042,68 @@ pub async fn resize_grows_and_shrinks_a_running_pool<R: Runtime + Default, T: Ru
         .count();
     assert_eq!(resized, 3);
 }
+
+/// `close_gracefully` fails queued and new checkouts at once, waits for
+/// connections in use to come back, and forces the ones still out at its
+/// timeout; with everything back it returns before the timeout.
+pub async fn close_gracefully_waits_for_connections_in_use_then_forces_the_rest<
+    R: Runtime + Default,
+    T: Runtime + Default,
+>() {
+    let (m, t) = runtimes::<R, T>();
+    let pool = builder().max_pool_size(2).build(m.clone()).unwrap();
+    let a = pool.get().await.unwrap();
+    let b = pool.get().await.unwrap().into_owned();
+    let p = pool.clone();
+    let queued = spawn(&t, async move {
+        p.get_timeout(Duration::from_secs(2)).await.map(|c| c.n)
+    });
+    eventually(&t, "the waiter is queued", || pool.status().waiting == 1).await;
+    let p = pool.clone();
+    let t0 = Instant::now();
+    let closing = spawn(
+        &t,
+        async move { p.close_gracefully(Duration::from_millis(300)).await },
+    );
+    let err = queued.await.unwrap_err();
+    assert!(
+        matches!(err, GetError::CheckOut(CheckOutError::PoolClosed { .. })),
+        "{err:?}"
+    );
+    assert!(t0.elapsed() < Duration::from_millis(250), "failed at once");
+    assert!(
+        pool.get_timeout(Duration::from_secs(1)).await.is_err(),
+        "closed to new checkouts"
+    );
+    drop(a); // comes back in time: closed, not forced
+    eventually(&t, "the returned one closed", || m.alive() == 1).await;
+    let forced = closing.await;
+    assert!(t0.elapsed() >= Duration::from_millis(300), "{:?}", t0.elapsed());
+    assert_eq!(forced, 1, "the one still out");
+    assert!(b.is_interrupted());
+    let resets = m.resets.load(Ordering::SeqCst);
+    drop(b);
+    assert_eq!(
+        m.resets.load(Ordering::SeqCst),
+        resets,
+        "no reset for a forced one"
+    );
+    eventually(&t, "all closed", || m.alive() == 0).await;
+    assert_eq!(pool.stats().connections_lost, 1);
+
+    // Everything back before the timeout: it returns then, forcing none.
+    let (m, t) = runtimes::<R, T>();
+    let pool = builder().build(m.clone()).unwrap();
+    let c = pool.get().await.unwrap().into_owned();
+    let p = pool.clone();
+    let t0 = Instant::now();
+    let closing = spawn(
+        &t,
+        async move { p.close_gracefully(Duration::from_secs(10)).await },
+    );
+    sleep(&t, Duration::from_millis(20)).await;
+    drop(c);
+    assert_eq!(closing.await, 0);
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    eventually(&t, "closed", || m.alive() == 0).await;
+}
