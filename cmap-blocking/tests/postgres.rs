@@ -1,7 +1,7 @@
 //! The blocking pool used for real, against PostgreSQL at 127.0.0.1:5432
 //! (user `postgres`, trust auth, database `test`) through the synchronous
 //! `postgres` crate: the checks of `cmap-tokio/tests/postgres.rs`, on
-//! threads.
+//! threads, with the ready-made manager of `cmap-postgres`.
 //!
 //! The tests that need the server run only with `CMAP_PG_TESTS=1` (CI sets
 //! it) and otherwise say why they did not run. The refused-connection test
@@ -9,101 +9,27 @@
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
-use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use cmap_blocking::{CheckOutError, ClosedReason, Event, GetError, ManageConnection, Pool, PoolState};
+use cmap_blocking::{CheckOutError, ClosedReason, Event, GetError, Pool, PoolState};
+use cmap_postgres::blocking::PgManager;
+use cmap_postgres::PgError;
 use postgres::{Client, Config, NoTls};
 
-/// Opens PostgreSQL sessions with the synchronous `postgres` crate.
-struct PgManager {
-    config: Config,
-}
-
-/// A pooled session and its server process id.
-struct PgConnection {
-    client: Client,
-    backend_pid: i32,
-}
-
-impl Deref for PgConnection {
-    type Target = Client;
-    fn deref(&self) -> &Client {
-        &self.client
-    }
-}
-
-impl DerefMut for PgConnection {
-    fn deref_mut(&mut self) -> &mut Client {
-        &mut self.client
-    }
-}
-
-#[derive(Debug)]
-enum PgError {
-    Postgres(postgres::Error),
-    Closed,
-}
-
-impl std::fmt::Display for PgError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            PgError::Postgres(e) => write!(f, "postgres: {e}"),
-            PgError::Closed => f.write_str("the PostgreSQL session is closed"),
-        }
-    }
-}
-
-impl std::error::Error for PgError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            PgError::Postgres(e) => Some(e),
-            PgError::Closed => None,
-        }
-    }
-}
-
-impl From<postgres::Error> for PgError {
-    fn from(e: postgres::Error) -> PgError {
-        PgError::Postgres(e)
-    }
-}
-
-impl ManageConnection for PgManager {
-    type Connection = PgConnection;
-    type Error = PgError;
-
-    fn classify(&self, error: &PgError) -> cmap_blocking::EstablishErrorKind {
-        cmap_blocking::EstablishErrorKind::of_chain(error)
-    }
-
-    fn connect(&self) -> Result<PgConnection, PgError> {
-        let mut client = self.config.connect(NoTls)?;
-        let backend_pid = client.query_one("SELECT pg_backend_pid()", &[])?.get(0);
-        Ok(PgConnection { client, backend_pid })
-    }
-
-    /// A round trip (an empty query). A synchronous client reads its socket
-    /// only when it is used, so unlike `tokio-postgres` it cannot learn
-    /// meanwhile that the server ended the session; asking costs about
-    /// 50 µs on a local server. (Polling the socket without a round trip,
-    /// through `notifications().timeout_iter(0)`, costs a millisecond: the
-    /// tick of the client's private runtime.) r2d2's `test_on_check_out`,
-    /// on by default, does the same.
-    fn check(&self, conn: &mut PgConnection) -> Result<(), PgError> {
-        if conn.client.is_closed() {
-            return Err(PgError::Closed);
-        }
-        Ok(conn.client.is_valid(Duration::from_secs(5))?)
-    }
-
-    /// A client that saw its session end (a query failed on it).
-    fn is_broken(&self, conn: &mut PgConnection) -> bool {
-        conn.client.is_closed()
-    }
+/// The ready-made manager of `cmap-postgres`, validating on every
+/// checkout (a round trip: an empty query). A synchronous client reads its
+/// socket only when it is used, so unlike `tokio-postgres` it cannot learn
+/// meanwhile that the server ended the session; asking costs about 50 µs
+/// on a local server. (Polling the socket without a round trip, through
+/// `notifications().timeout_iter(0)`, costs a millisecond: the tick of the
+/// client's private runtime.) r2d2's `test_on_check_out`, on by default,
+/// does the same; the manager's own default validates only connections
+/// idle 500 ms or more, as HikariCP.
+fn manager(config: Config) -> PgManager {
+    PgManager::new(config, NoTls).validate_idle_after(Duration::ZERO)
 }
 
 /// Whether the server tests run; says why not, past the test harness's
@@ -149,7 +75,7 @@ fn pool(app: &str, max: u32) -> Pool<PgManager> {
         .address("127.0.0.1:5432")
         .max_pool_size(max)
         .wait_queue_timeout(Duration::from_secs(20))
-        .build(PgManager { config: config(app) })
+        .build(manager(config(app)))
         .unwrap()
 }
 
@@ -260,7 +186,7 @@ fn query_retrying_once(pool: &Pool<PgManager>, n: i32) -> Result<Vec<i32>, Strin
                 return Ok(failed_on);
             }
             Err(_) => {
-                failed_on.push(conn.backend_pid);
+                failed_on.push(conn.backend_pid());
                 // Its session is gone or in an unknown state: never reuse it.
                 conn.mark_broken();
             }
@@ -292,7 +218,7 @@ fn killed_sessions_are_detected_replaced_and_cost_at_most_one_query_each() {
     // 1. Idle sessions killed: the check on checkout finds them dead, so
     //    no query even fails.
     let held: Vec<_> = (0..4).map(|_| pool.get().unwrap()).collect();
-    let first_pids: Vec<i32> = held.iter().map(|c| c.backend_pid).collect();
+    let first_pids: Vec<i32> = held.iter().map(|c| c.backend_pid()).collect();
     drop(held);
     assert_eq!(kill_all(&mut admin, &app), 4);
     while sessions(&mut admin, &app) > 0 {
@@ -312,7 +238,7 @@ fn killed_sessions_are_detected_replaced_and_cost_at_most_one_query_each() {
     );
     let conn = pool.get().unwrap();
     assert!(
-        !first_pids.contains(&conn.backend_pid),
+        !first_pids.contains(&conn.backend_pid()),
         "a killed session came back"
     );
     drop(conn);
@@ -320,7 +246,7 @@ fn killed_sessions_are_detected_replaced_and_cost_at_most_one_query_each() {
     // 2. A session killed while checked out: the query on it fails, the
     //    guard marked broken closes it (reason `error`).
     let mut conn = pool.get().unwrap();
-    let victim = conn.backend_pid;
+    let victim = conn.backend_pid();
     admin
         .query_one("SELECT pg_terminate_backend($1)", &[&victim])
         .unwrap();
@@ -329,11 +255,12 @@ fn killed_sessions_are_detected_replaced_and_cost_at_most_one_query_each() {
     conn.mark_broken();
     drop(conn);
     assert_eq!(closed_by_error.load(Ordering::SeqCst), 5);
-    //    Not marked and not used after the kill, it goes back to the pool
-    //    (the client has not read its socket since), and the check of the
-    //    next checkout finds it dead: closed as an error, no query failed.
+    //    Not marked and not used after the kill: the client has not read
+    //    its socket since, so `is_broken` cannot tell, but the reset's
+    //    round trip on return (or else the check of the next checkout)
+    //    finds it dead: closed as an error, no query failed.
     let conn = pool.get().unwrap();
-    let victim2 = conn.backend_pid;
+    let victim2 = conn.backend_pid();
     admin
         .query_one("SELECT pg_terminate_backend($1)", &[&victim2])
         .unwrap();
@@ -349,7 +276,7 @@ fn killed_sessions_are_detected_replaced_and_cost_at_most_one_query_each() {
     assert!(failed_on.is_empty(), "a killed session was reused: {failed_on:?}");
     assert_eq!(closed_by_error.load(Ordering::SeqCst), 6);
     let conn = pool.get().unwrap();
-    assert!(![victim, victim2].contains(&conn.backend_pid));
+    assert!(![victim, victim2].contains(&conn.backend_pid()));
     drop(conn);
 
     // 3. Sessions killed at random under load: every query succeeds with at
@@ -445,9 +372,7 @@ fn a_refused_connection_gives_its_real_error_not_a_timeout() {
     let pool: Pool<PgManager> = Pool::builder()
         .address("127.0.0.1:1")
         .wait_queue_timeout(Duration::from_millis(300))
-        .build(PgManager {
-            config: config_on(1, "cmap-refused"),
-        })
+        .build(manager(config_on(1, "cmap-refused")))
         .unwrap();
     let t0 = Instant::now();
     let err = pool.get().unwrap_err();
@@ -465,9 +390,7 @@ fn a_refused_connection_gives_its_real_error_not_a_timeout() {
         .address("127.0.0.1:1")
         .configure(|o| o.keep_waiting_on_overload(false))
         .wait_queue_timeout(Duration::from_secs(10))
-        .build(PgManager {
-            config: config_on(1, "cmap-refused"),
-        })
+        .build(manager(config_on(1, "cmap-refused")))
         .unwrap();
     let t0 = Instant::now();
     let err = pool.get().unwrap_err();

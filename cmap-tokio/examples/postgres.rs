@@ -9,13 +9,10 @@
 //! through a pool of 5 connections, and prints the pool's status and
 //! statistics.
 
-#[path = "support/pg_manager.rs"]
-mod pg_manager;
-
 use std::time::Duration;
 
+use cmap_postgres::{NoTls, PgManager};
 use cmap_tokio::Pool;
-use pg_manager::PgManager;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
@@ -32,11 +29,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         .dbname("test")
         .application_name("cmap-example");
 
+    let manager = PgManager::new(config, NoTls);
     let pool = Pool::builder()
-        .address(format!("{host}:{port}"))
+        .address(manager.address())
         .max_pool_size(5)
         .wait_queue_timeout(Duration::from_secs(5))
-        .build(PgManager::new(config))?;
+        .build(manager)?;
 
     let mut tasks = Vec::new();
     for n in 0..50i32 {
@@ -45,7 +43,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
             let mut conn = pool.get().await?;
             match conn.query_one("SELECT $1::int4 * 2", &[&n]).await {
                 // `backend_pid` was learnt once, when the session was made.
-                Ok(row) => Ok((row.get::<_, i32>(0), conn.backend_pid)),
+                Ok(row) => Ok((row.get::<_, i32>(0), conn.backend_pid())),
                 Err(e) => {
                     // Its state is unknown now: close it instead of pooling it.
                     conn.mark_broken();

@@ -1,12 +1,11 @@
 //! The pool used for real, against PostgreSQL at 127.0.0.1:5432 (user
-//! `postgres`, trust auth, database `test`) through `tokio-postgres`.
+//! `postgres`, trust auth, database `test`) through `tokio-postgres`, with
+//! the ready-made manager of `cmap-postgres` (its defaults: `is_closed` on
+//! checkout, a rollback of an open transaction on check-in).
 //!
 //! The tests that need the server run only with `CMAP_PG_TESTS=1` (CI sets
 //! it) and otherwise say why they did not run. The refused-connection test
 //! needs no server and always runs.
-
-#[path = "../examples/support/pg_manager.rs"]
-mod pg_manager;
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -14,8 +13,8 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cmap_postgres::{PgError, PgManager};
 use cmap_tokio::{CheckOutError, Event, GetError, Pool, PoolState};
-use pg_manager::{PgError, PgManager};
 use tokio_postgres::{Client, NoTls};
 
 /// Whether the server tests run; says why not, past the test harness's
@@ -57,7 +56,7 @@ fn pool(app: &str, max: u32) -> Pool<PgManager> {
         .address("127.0.0.1:5432")
         .max_pool_size(max)
         .wait_queue_timeout(Duration::from_secs(20))
-        .build(PgManager::new(config(app)))
+        .build(PgManager::new(config(app), NoTls))
         .unwrap()
 }
 
@@ -179,7 +178,7 @@ async fn query_retrying_once(pool: &Pool<PgManager>, n: i32) -> Result<Vec<i32>,
                 return Ok(failed_on);
             }
             Err(_) => {
-                failed_on.push(conn.backend_pid);
+                failed_on.push(conn.backend_pid());
                 // Its session is gone or in an unknown state: never reuse it.
                 conn.mark_broken();
             }
@@ -211,7 +210,7 @@ async fn killed_sessions_are_detected_replaced_and_cost_at_most_one_query_each()
     // 1. Idle sessions killed: the check on checkout (`is_closed`) refuses
     //    them, so no query even fails.
     let held: Vec<_> = futures_all((0..4).map(|_| pool.get_owned())).await;
-    let first_pids: Vec<i32> = held.iter().map(|c| c.as_ref().unwrap().backend_pid).collect();
+    let first_pids: Vec<i32> = held.iter().map(|c| c.as_ref().unwrap().backend_pid()).collect();
     drop(held);
     assert_eq!(kill_all(&admin, &app).await, 4);
     while sessions(&admin, &app).await > 0 {
@@ -233,7 +232,7 @@ async fn killed_sessions_are_detected_replaced_and_cost_at_most_one_query_each()
     );
     let conn = pool.get().await.unwrap();
     assert!(
-        !first_pids.contains(&conn.backend_pid),
+        !first_pids.contains(&conn.backend_pid()),
         "a killed session came back"
     );
     drop(conn);
@@ -241,7 +240,7 @@ async fn killed_sessions_are_detected_replaced_and_cost_at_most_one_query_each()
     // 2. A session killed while checked out: the query on it fails, the
     //    guard marked broken closes it (reason `error`).
     let mut conn = pool.get().await.unwrap();
-    let victim = conn.backend_pid;
+    let victim = conn.backend_pid();
     admin
         .query_one("SELECT pg_terminate_backend($1)", &[&victim])
         .await
@@ -254,7 +253,7 @@ async fn killed_sessions_are_detected_replaced_and_cost_at_most_one_query_each()
     //    Not marked, it is still found broken on return (`is_broken`: the
     //    client saw its socket close) once the client has noticed.
     let conn = pool.get().await.unwrap();
-    let victim2 = conn.backend_pid;
+    let victim2 = conn.backend_pid();
     admin
         .query_one("SELECT pg_terminate_backend($1)", &[&victim2])
         .await
@@ -269,7 +268,7 @@ async fn killed_sessions_are_detected_replaced_and_cost_at_most_one_query_each()
     let failed_on = query_retrying_once(&pool, 7).await.unwrap();
     assert!(failed_on.is_empty(), "a killed session was reused: {failed_on:?}");
     let conn = pool.get().await.unwrap();
-    assert!(![victim, victim2].contains(&conn.backend_pid));
+    assert!(![victim, victim2].contains(&conn.backend_pid()));
     drop(conn);
 
     // 3. Sessions killed at random under load: every query succeeds with at
@@ -382,7 +381,7 @@ async fn a_refused_connection_gives_its_real_error_not_a_timeout() {
     let pool: Pool<PgManager> = Pool::builder()
         .address("127.0.0.1:1")
         .wait_queue_timeout(Duration::from_millis(300))
-        .build(PgManager::new(config_on(1, "cmap-refused")))
+        .build(PgManager::new(config_on(1, "cmap-refused"), NoTls))
         .unwrap();
     let t0 = Instant::now();
     let err = pool.get().await.unwrap_err();
@@ -400,7 +399,7 @@ async fn a_refused_connection_gives_its_real_error_not_a_timeout() {
         .address("127.0.0.1:1")
         .configure(|o| o.keep_waiting_on_overload(false))
         .wait_queue_timeout(Duration::from_secs(10))
-        .build(PgManager::new(config_on(1, "cmap-refused")))
+        .build(PgManager::new(config_on(1, "cmap-refused"), NoTls))
         .unwrap();
     let t0 = Instant::now();
     let err = pool.get().await.unwrap_err();

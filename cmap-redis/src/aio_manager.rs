@@ -1,0 +1,238 @@
+//! The async manager: a multiplexed connection per pooled connection.
+
+use std::fmt;
+use std::future::Future;
+use std::ops::{Deref, DerefMut};
+use std::time::{Duration, Instant};
+
+use cmap_async::{EstablishErrorKind, ManageConnection};
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::{Client, Cmd, IntoConnectionInfo, Pipeline, RedisError, RedisFuture, RedisResult, Value};
+
+use crate::Address;
+
+/// Opens and looks after Redis connections for a `cmap_tokio::Pool` or a
+/// `cmap_async_std::Pool`: one [`MultiplexedConnection`] (one socket) per
+/// pooled connection.
+///
+/// `RESET` says whether a reset runs on check-in: `false` (the default)
+/// until [`reset_with`](Self::reset_with) gives it a command, so that a
+/// manager with no reset costs the pool no reset task.
+///
+/// ```no_run
+/// # fn main() -> redis::RedisResult<()> {
+/// use std::time::Duration;
+/// let manager = cmap_redis::RedisManager::new("redis://127.0.0.1/")?
+///     .validate_idle_after(Duration::from_secs(30))
+///     .reset_with(redis::cmd("UNWATCH"));
+/// # Ok(())
+/// # }
+/// ```
+pub struct RedisManager<const RESET: bool = false> {
+    client: Client,
+    validate_idle_after: Option<Duration>,
+    reset: Vec<Cmd>,
+}
+
+impl<const RESET: bool> fmt::Debug for RedisManager<RESET> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The address only: the connection info holds the password.
+        f.debug_struct("RedisManager")
+            .field("address", &self.address())
+            .field("validate_idle_after", &self.validate_idle_after)
+            .field("reset_commands", &self.reset.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisManager {
+    /// A manager for `info`: a `redis://` (or `rediss://`, `unix://`) URL, or
+    /// a [`redis::ConnectionInfo`].
+    ///
+    /// # Errors
+    ///
+    /// A URL redis cannot read.
+    pub fn new(info: impl IntoConnectionInfo) -> RedisResult<RedisManager> {
+        Ok(RedisManager::from_client(Client::open(info)?))
+    }
+
+    /// A manager opening its connections with `client`.
+    pub fn from_client(client: Client) -> RedisManager {
+        RedisManager {
+            client,
+            validate_idle_after: None,
+            reset: Vec::new(),
+        }
+    }
+}
+
+impl<const RESET: bool> RedisManager<RESET> {
+    /// The client it connects with.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The server's address for the pool's builder, from the URL.
+    pub fn address(&self) -> Address {
+        crate::address_of(self.client.get_connection_info())
+    }
+
+    /// Sends a `PING` before handing out a connection idle in the pool for
+    /// at least `idle` (default: never; `Duration::ZERO`: on every
+    /// checkout). A connection that fails it is closed and the checkout
+    /// takes another.
+    pub fn validate_idle_after(mut self, idle: Duration) -> Self {
+        self.validate_idle_after = Some(idle);
+        self
+    }
+
+    /// Adds a command run on every check-in, in the order given, such as
+    /// `redis::cmd("UNWATCH")` (drops the `WATCH`es a transaction left) or
+    /// `redis::cmd("RESET")` (see the crate documentation). A failure
+    /// closes the connection.
+    pub fn reset_with(self, command: Cmd) -> RedisManager<true> {
+        let mut reset = self.reset;
+        reset.push(command);
+        RedisManager {
+            client: self.client,
+            validate_idle_after: self.validate_idle_after,
+            reset,
+        }
+    }
+}
+
+/// A pooled Redis connection. Run commands on it directly
+/// (`conn.get(..)` with [`redis::AsyncCommands`], `query_async(&mut *conn)`):
+/// through it, a command failing with an error that needs a reconnect
+/// marks it broken, and the pool closes it when it comes back instead of
+/// reusing it. Its [`MultiplexedConnection`] is at hand through `Deref`
+/// (commands sent that way are not watched).
+pub struct RedisConnection {
+    conn: MultiplexedConnection,
+    last_used: Instant,
+    broken: bool,
+}
+
+impl fmt::Debug for RedisConnection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisConnection")
+            .field("broken", &self.broken)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisConnection {
+    /// Whether a command on it failed with an error that needs a reconnect.
+    pub fn is_broken(&self) -> bool {
+        self.broken
+    }
+
+    fn note(&mut self, error: &RedisError) {
+        if error.is_unrecoverable_error() {
+            self.broken = true;
+        }
+    }
+}
+
+impl Deref for RedisConnection {
+    type Target = MultiplexedConnection;
+    fn deref(&self) -> &MultiplexedConnection {
+        &self.conn
+    }
+}
+
+impl DerefMut for RedisConnection {
+    fn deref_mut(&mut self) -> &mut MultiplexedConnection {
+        &mut self.conn
+    }
+}
+
+impl ConnectionLike for RedisConnection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async move {
+            let answer = self.conn.req_packed_command(cmd).await;
+            if let Err(e) = &answer {
+                self.note(e);
+            }
+            answer
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(async move {
+            let answer = self.conn.req_packed_commands(cmd, offset, count).await;
+            if let Err(e) = &answer {
+                self.note(e);
+            }
+            answer
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        self.conn.get_db()
+    }
+}
+
+impl<const RESET: bool> ManageConnection for RedisManager<RESET> {
+    type Connection = RedisConnection;
+    type Error = RedisError;
+    const RESETS: bool = RESET;
+
+    /// A new multiplexed connection: TCP, TLS, `AUTH`, `SELECT`, `HELLO`.
+    async fn connect(&self) -> Result<RedisConnection, RedisError> {
+        let conn = self.client.get_multiplexed_async_connection().await?;
+        Ok(RedisConnection {
+            conn,
+            last_used: Instant::now(),
+            broken: false,
+        })
+    }
+
+    /// [`crate::classify`].
+    fn classify(&self, error: &RedisError) -> EstablishErrorKind {
+        crate::classify(error)
+    }
+
+    /// A connection marked broken is refused; with
+    /// [`validate_idle_after`](RedisManager::validate_idle_after), one idle
+    /// that long is sent a `PING`.
+    fn check(&self, conn: &mut RedisConnection) -> impl Future<Output = Result<(), RedisError>> + Send {
+        let validate = self
+            .validate_idle_after
+            .is_some_and(|idle| conn.last_used.elapsed() >= idle);
+        async move {
+            if conn.broken {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::NotConnected,
+                    "the connection failed a command and was marked broken",
+                )
+                .into());
+            }
+            if validate {
+                redis::cmd("PING").query_async::<String>(conn).await?;
+            }
+            Ok(())
+        }
+    }
+
+    /// The commands given to [`reset_with`](RedisManager::reset_with), in
+    /// order (never called for a manager without any).
+    async fn reset(&self, conn: &mut RedisConnection) -> Result<(), RedisError> {
+        for command in &self.reset {
+            command.query_async::<Value>(&mut *conn).await?;
+        }
+        Ok(())
+    }
+
+    /// A connection a command failed on. Also notes when it was last used,
+    /// for the validation threshold.
+    fn is_broken(&self, conn: &mut RedisConnection) -> bool {
+        conn.last_used = Instant::now();
+        conn.broken
+    }
+}

@@ -1,0 +1,30 @@
+//! What the Redis tests share: whether they run, and names no other run
+//! uses.
+#![allow(dead_code)]
+
+use std::io::Write as _;
+
+/// The local server every machine of the project runs.
+pub const URL: &str = "redis://127.0.0.1:6379/";
+
+/// Whether the server tests run; says why not, past the test harness's
+/// output capture.
+pub fn server_tests_enabled(test: &str) -> bool {
+    if std::env::var("CMAP_REDIS_TESTS").as_deref() == Ok("1") {
+        return true;
+    }
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipping {test}: set CMAP_REDIS_TESTS=1 to run it against Redis at 127.0.0.1:6379"
+    );
+    false
+}
+
+/// A key no other test run uses.
+pub fn key(test: &str) -> String {
+    format!(
+        "cmap-redis-test:{test}:{}:{}",
+        std::process::id(),
+        fastrand::u32(..)
+    )
+}
