@@ -178,9 +178,12 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
         }
     }
 
-    /// The server's address (required), for events and logs
-    /// (`serverHost`, `serverPort`): an [`Address`], `"host:port"`, or a
-    /// [`SocketAddr`]. The manager decides where it really connects.
+    /// The server's address, for events and logs (`serverHost`,
+    /// `serverPort`): an [`Address`], `"host:port"`, or a [`SocketAddr`].
+    /// Needed only when the manager does not know it
+    /// ([`ManageConnection::address`](crate::ManageConnection::address));
+    /// given, it overrides the manager's. The manager decides where it
+    /// really connects.
     pub fn address(mut self, address: impl ToAddress) -> Self {
         self.address = Some(address.to_address());
         self
@@ -324,7 +327,10 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
     ///
     /// No address, a bad address, or invalid options.
     pub fn build_on(self, manager: M, rt: R) -> Result<Pool<M, R>, BuildError> {
-        let address = self.address.ok_or(BuildError::MissingAddress)??;
+        let address = match self.address {
+            Some(given) => given?,
+            None => manager.address().ok_or(BuildError::MissingAddress)?,
+        };
         let mut options = match self.given {
             Some(options) => options,
             None => match self.option_error {

@@ -81,8 +81,9 @@ impl GetError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum BuildError {
-    /// No address was given; events and logs need one.
-    #[error("the pool needs the address of its server (PoolBuilder::address)")]
+    /// No address was given, and the manager knows none; events and logs
+    /// need one.
+    #[error("the pool needs the address of its server (PoolBuilder::address, or a manager that knows it)")]
     MissingAddress,
     /// The address is not `host:port`, `[v6]:port`, a host or a path.
     #[error("invalid server address {given:?}: {reason}")]

@@ -2,7 +2,7 @@
 
 use std::future::Future;
 
-use cmap_core::{EstablishErrorKind, ServiceId};
+use cmap_core::{Address, EstablishErrorKind, ServiceId};
 
 /// Makes and looks after the connections of one pool.
 ///
@@ -140,6 +140,13 @@ pub trait ManageConnection: Send + Sync + 'static {
     fn is_broken(&self, conn: &mut Self::Connection) -> bool {
         let _ = conn;
         false
+    }
+
+    /// The server this manager connects to, when it knows it (default:
+    /// `None`): the pool takes it for its events and logs unless the
+    /// builder's [`address`](crate::PoolBuilder::address) overrides it.
+    fn address(&self) -> Option<Address> {
+        None
     }
 
     /// The service a new connection reached, from its handshake, for

@@ -52,8 +52,11 @@ impl<M: ManageConnection> PoolBuilder<M> {
         PoolBuilder { inner: f(self.inner) }
     }
 
-    /// The server's address (required), for events and logs: an
+    /// The server's address, for events and logs: an
     /// [`Address`](crate::Address), `"host:port"`, or a socket address.
+    /// Needed only when the manager does not know it
+    /// ([`ManageConnection::address`](crate::ManageConnection::address));
+    /// given, it overrides the manager's.
     pub fn address(self, address: impl ToAddress) -> Self {
         self.map(|b| b.address(address))
     }

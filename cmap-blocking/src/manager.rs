@@ -5,7 +5,7 @@ use std::future::{ready, Future};
 use std::ops::Deref;
 use std::sync::Arc;
 
-use cmap_async::{EstablishErrorKind, ServiceId};
+use cmap_async::{Address, EstablishErrorKind, ServiceId};
 
 use crate::runtime::unblock;
 
@@ -110,6 +110,13 @@ pub trait ManageConnection: Send + Sync + 'static {
         false
     }
 
+    /// The server this manager connects to, when it knows it (default:
+    /// `None`): the pool takes it for its events and logs unless the
+    /// builder's `address` overrides it.
+    fn address(&self) -> Option<Address> {
+        None
+    }
+
     /// The service a new connection reached, from its handshake, for
     /// load-balanced mode (default: `None`).
     fn service_id(&self, conn: &Self::Connection) -> Option<ServiceId> {
@@ -168,6 +175,10 @@ impl<M: ManageConnection> cmap_async::ManageConnection for SyncManager<M> {
 
     fn is_broken(&self, conn: &mut M::Connection) -> bool {
         self.0.is_broken(conn)
+    }
+
+    fn address(&self) -> Option<Address> {
+        self.0.address()
     }
 
     fn service_id(&self, conn: &M::Connection) -> Option<ServiceId> {

@@ -235,6 +235,10 @@ where
         error.kind()
     }
 
+    fn address(&self) -> Option<Address> {
+        Some(Self::address(self))
+    }
+
     /// A closed client is refused; a connection idle for at least
     /// [`validate_idle_after`](PgManager::validate_idle_after) is asked
     /// for a round trip.

@@ -250,6 +250,10 @@ where
         error.kind()
     }
 
+    fn address(&self) -> Option<Address> {
+        Some(Self::address(self))
+    }
+
     /// A closed client is refused; with
     /// [`validate_idle_after`](PgManager::validate_idle_after), a
     /// connection idle that long is asked for a round trip.

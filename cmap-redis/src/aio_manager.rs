@@ -198,6 +198,10 @@ impl<const RESET: bool> ManageConnection for RedisManager<RESET> {
         crate::classify(error)
     }
 
+    fn address(&self) -> Option<Address> {
+        Some(Self::address(self))
+    }
+
     /// A connection marked broken is refused; with
     /// [`validate_idle_after`](RedisManager::validate_idle_after), one idle
     /// that long is sent a `PING`.

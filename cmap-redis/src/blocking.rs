@@ -156,6 +156,10 @@ impl<const RESET: bool> ManageConnection for RedisManager<RESET> {
         crate::classify(error)
     }
 
+    fn address(&self) -> Option<Address> {
+        Some(Self::address(self))
+    }
+
     fn check(&self, conn: &mut RedisConnection) -> Result<(), RedisError> {
         if !conn.conn.is_open() {
             return Err(
