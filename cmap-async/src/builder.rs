@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cmap_core::{Address, Event, OptionsError, PoolOptions, PoolOptionsBuilder, Reconnect};
+use cmap_core::{Address, ConnectionString, Event, OptionsError, PoolOptions, PoolOptionsBuilder, Reconnect};
 
 use crate::error::BuildError;
 use crate::events::EventHub;
@@ -213,10 +213,25 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
 
     /// Takes the pool options (`maxPoolSize`, `minPoolSize`,
     /// `maxConnecting`, `maxIdleTimeMS`, `waitQueueTimeoutMS`, names
-    /// case-insensitive) from a MongoDB connection string's query, as
-    /// [`PoolOptions::from_connection_string`] reads them, on top of this
-    /// builder's defaults. Other query options are left alone; a bad value
-    /// fails [`build`](Self::build). The string itself is never logged.
+    /// case-insensitive) from a MongoDB connection string, as
+    /// [`ConnectionString::parse`] reads it, on top of this builder's
+    /// defaults (so its wait-queue timeout stays 30 s unless the string
+    /// sets `waitQueueTimeoutMS`).
+    ///
+    /// Fails [`build`](Self::build) with [`BuildError::Options`]: a string
+    /// that is not a well-formed `mongodb://` or `mongodb+srv://` URI
+    /// (`"db:27017"`, a `postgres://` URL, a password whose `@ : / ? %`
+    /// are not percent-encoded), and a bad value (`maxPoolSize=-1`, or a
+    /// number over the option's limit). The driver options the pool does
+    /// not use (`appName`, `tls`, ...) are left alone; any other option is
+    /// logged as a `tracing` warning naming the known option nearest to it
+    /// (`maxPoolSizee` ... did you mean maxPoolSize?) and ignored:
+    /// [`connection_string_strict`](Self::connection_string_strict) makes
+    /// it an error. Neither the string nor any part of its password is
+    /// ever logged or put in an error.
+    ///
+    /// The hosts of the string are checked, not used: the pool's address
+    /// is still [`address`](Self::address).
     ///
     /// ```
     /// # use cmap_async::{ManageConnection, PoolBuilder, Runtime};
@@ -224,13 +239,33 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
     /// b.address("db:27017").connection_string("mongodb://db/?maxPoolSize=10&waitQueueTimeoutMS=500")
     /// # }
     /// ```
-    pub fn connection_string(mut self, uri: &str) -> Self {
-        let query = uri.split_once('?').map_or("", |(_, query)| query);
-        for pair in query.split('&').filter(|pair| !pair.is_empty()) {
-            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-            if let Err(e) = self.options.set(key, value) {
-                self.option_error.get_or_insert(e);
-            }
+    pub fn connection_string(self, uri: &str) -> Self {
+        self.read_connection_string(uri, false)
+    }
+
+    /// [`connection_string`](Self::connection_string), with an unknown
+    /// option an error ([`OptionsError::Unknown`]) rather than a warning.
+    pub fn connection_string_strict(self, uri: &str) -> Self {
+        self.read_connection_string(uri, true)
+    }
+
+    fn read_connection_string(mut self, uri: &str, strict: bool) -> Self {
+        let result = ConnectionString::parse(uri)
+            .map_err(OptionsError::from)
+            .and_then(|cs| {
+                if !strict {
+                    for unknown in cs.unknown_options() {
+                        tracing::warn!(
+                            option = unknown.name(),
+                            suggestion = unknown.suggestion(),
+                            "{unknown}, ignored"
+                        );
+                    }
+                }
+                cs.apply_to(&mut self.options, strict)
+            });
+        if let Err(e) = result {
+            self.option_error.get_or_insert(e);
         }
         self
     }
@@ -364,5 +399,210 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
         });
         shared.rt.spawn(timer::run(Arc::downgrade(&shared), 0));
         Ok(Pool::from_shared(shared))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::sync::{Arc, Mutex};
+    use std::time::Instant;
+
+    use cmap_core::{ConnectionStringError, EstablishErrorKind};
+    use tracing::field::{Field, Visit};
+    use tracing::span::{Attributes, Id, Record};
+    use tracing::{Level, Metadata, Subscriber};
+
+    use super::*;
+
+    /// A manager that is never asked to connect: these tests stop at `build`.
+    struct Never;
+
+    impl ManageConnection for Never {
+        type Connection = ();
+        type Error = std::io::Error;
+        fn connect(&self) -> impl Future<Output = Result<(), std::io::Error>> + Send {
+            std::future::ready(Ok(()))
+        }
+        fn classify(&self, e: &std::io::Error) -> EstablishErrorKind {
+            EstablishErrorKind::of_io(e)
+        }
+    }
+
+    /// A runtime that runs nothing: a failed `build` spawns no task.
+    #[derive(Clone, Default)]
+    struct NoRuntime;
+
+    impl Runtime for NoRuntime {
+        fn spawn<F>(&self, _: F)
+        where
+            F: Future<Output = ()> + Send + 'static,
+        {
+            panic!("a failed build spawns nothing");
+        }
+        fn sleep_until(&self, _: Instant) -> impl Future<Output = ()> + Send + 'static {
+            std::future::pending()
+        }
+    }
+
+    /// The warnings logged, each as its level and every field's text.
+    #[derive(Clone, Default)]
+    struct Warnings(Arc<Mutex<Vec<String>>>);
+
+    struct Text<'a>(&'a mut String);
+
+    impl Visit for Text<'_> {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            self.0.push_str(&format!(" {}={value:?}", field.name()));
+        }
+        fn record_str(&mut self, field: &Field, value: &str) {
+            self.0.push_str(&format!(" {}={value}", field.name()));
+        }
+    }
+
+    impl Subscriber for Warnings {
+        fn enabled(&self, _: &Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &Attributes<'_>) -> Id {
+            Id::from_u64(1)
+        }
+        fn record(&self, _: &Id, _: &Record<'_>) {}
+        fn record_follows_from(&self, _: &Id, _: &Id) {}
+        fn event(&self, event: &tracing::Event<'_>) {
+            let mut text = format!("{}", event.metadata().level());
+            event.record(&mut Text(&mut text));
+            self.0.lock().unwrap().push(text);
+        }
+        fn enter(&self, _: &Id) {}
+        fn exit(&self, _: &Id) {}
+    }
+
+    /// Builds from `uri` with `read`, returning the build's error and the
+    /// records logged.
+    fn build(
+        uri: &str,
+        read: fn(PoolBuilder<Never, NoRuntime>, &str) -> PoolBuilder<Never, NoRuntime>,
+    ) -> (Option<BuildError>, Vec<String>) {
+        let warnings = Warnings::default();
+        let builder = tracing::subscriber::with_default(warnings.clone(), || {
+            read(PoolBuilder::new().address("db:27017"), uri)
+        });
+        // Stop before a pool is built: options first, as build_on does.
+        let error = match builder.option_error {
+            Some(e) => Some(BuildError::from(e)),
+            None => builder.options.build().err().map(BuildError::from),
+        };
+        let records = warnings.0.lock().unwrap().clone();
+        (error, records)
+    }
+
+    #[test]
+    fn an_unknown_option_is_a_warning_naming_the_nearest_known_one() {
+        let (error, records) = build("mongodb://db/?maxPoolSizee=3", PoolBuilder::connection_string);
+        assert_eq!(error, None);
+        assert_eq!(records.len(), 1, "{records:?}");
+        let w = &records[0];
+        assert!(w.starts_with(&Level::WARN.to_string()), "{w}");
+        assert!(w.contains("maxPoolSizee"), "{w}");
+        assert!(w.contains("did you mean maxPoolSize?"), "{w}");
+        // A driver's option is no warning.
+        let (error, records) = build(
+            "mongodb://db/?appName=app&tls=true",
+            PoolBuilder::connection_string,
+        );
+        assert_eq!((error, records.len()), (None, 0));
+    }
+
+    #[test]
+    fn strict_mode_makes_an_unknown_option_an_error() {
+        let (error, records) = build(
+            "mongodb://db/?maxPoolSizee=3",
+            PoolBuilder::connection_string_strict,
+        );
+        let Some(BuildError::Options(OptionsError::Unknown { option, suggestion })) = error else {
+            panic!("{error:?}");
+        };
+        assert_eq!(
+            (option.as_str(), suggestion),
+            ("maxPoolSizee", Some("maxPoolSize"))
+        );
+        assert!(records.is_empty(), "an error, not also a warning: {records:?}");
+    }
+
+    #[test]
+    fn a_string_that_is_not_a_mongodb_uri_fails_the_build() {
+        for uri in ["this is not a uri", "nohost", "postgres://app:pw@db:5432/app"] {
+            let (error, _) = build(uri, PoolBuilder::connection_string);
+            assert!(
+                matches!(
+                    error,
+                    Some(BuildError::Options(OptionsError::ConnectionString(
+                        ConnectionStringError::NotAUri | ConnectionStringError::Scheme { .. }
+                    )))
+                ),
+                "{uri}: {error:?}"
+            );
+        }
+        let (error, _) = build(
+            "mongodb://db/?waitQueueTimeoutMS=99999999999999999999",
+            PoolBuilder::connection_string,
+        );
+        let text = error.unwrap().to_string();
+        assert!(
+            text.contains("too large") && text.contains("18446744073709551615"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_wait_queue_timeout_stays_30_s_unless_the_string_sets_it() {
+        let b = PoolBuilder::<Never, NoRuntime>::new().connection_string("mongodb://db/?maxPoolSize=3");
+        let o = b.options.build().unwrap();
+        assert_eq!(o.wait_queue_timeout(), Some(DEFAULT_WAIT_QUEUE_TIMEOUT));
+        let b =
+            PoolBuilder::<Never, NoRuntime>::new().connection_string("mongodb://db/?waitQueueTimeoutMS=0");
+        assert_eq!(
+            b.options.build().unwrap().wait_queue_timeout(),
+            None,
+            "the spec's 0: no limit"
+        );
+        let b = PoolBuilder::<Never, NoRuntime>::new().wait_queue_timeout(None);
+        assert_eq!(b.options.build().unwrap().wait_queue_timeout(), None);
+    }
+
+    #[test]
+    fn no_warning_or_error_holds_any_part_of_a_password() {
+        for password in [
+            "Qx7?Zq9",
+            "Qx7@Zq9",
+            "Qx7/Zq9",
+            "Qx7%Zq9",
+            "Qx7%3F%40%2F%25Zq9",
+            "123?maxPoolSizee=Qx7Zq9",
+        ] {
+            for rest in [
+                "db/?maxPoolSizee=3",
+                "db/?maxPoolSize=-1",
+                "db:port/",
+                "db/?waitQueueTimeoutMS=99999999999999999999",
+            ] {
+                let uri = format!("mongodb://app:{password}@{rest}");
+                for read in [
+                    PoolBuilder::connection_string,
+                    PoolBuilder::connection_string_strict,
+                ] {
+                    let (error, records) = build(&uri, read);
+                    let said = records
+                        .into_iter()
+                        .chain(error.iter().flat_map(|e| [e.to_string(), format!("{e:?}")]));
+                    for text in said {
+                        for piece in ["Qx7", "Zq9", "123"] {
+                            assert!(!text.contains(piece), "{uri:?} said {text:?}");
+                        }
+                    }
+                }
+            }
+        }
     }
 }

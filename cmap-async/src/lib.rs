@@ -108,7 +108,7 @@ pub use runtime::Runtime;
 pub use cmap_core;
 pub use cmap_core::{
     Address, CheckOutError, CheckOutFailedReason, Clear, ClearCause, ClosedReason, ConnectionId,
-    EstablishError, EstablishErrorKind, EstablishFailure, Event, InterruptedError, OptionsError, PoolOptions,
-    PoolOptionsBuilder, PoolState, Reconnect, ServiceId, SharedError, Stats, Status, TimeoutContext,
-    UsageError,
+    ConnectionString, ConnectionStringError, EstablishError, EstablishErrorKind, EstablishFailure, Event,
+    InterruptedError, OptionsError, PoolOptions, PoolOptionsBuilder, PoolState, Reconnect, ServiceId,
+    SharedError, Stats, Status, TimeoutContext, UnknownOption, UsageError,
 };

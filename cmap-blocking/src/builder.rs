@@ -71,9 +71,18 @@ impl<M: ManageConnection> PoolBuilder<M> {
         self.map(|b| b.configure(f))
     }
 
-    /// Takes the pool options from a MongoDB connection string's query.
+    /// Takes the pool options from a MongoDB connection string, failing
+    /// `build` on one that is malformed and warning about unknown options
+    /// ([`cmap_async::PoolBuilder::connection_string`]).
     pub fn connection_string(self, uri: &str) -> Self {
         self.map(|b| b.connection_string(uri))
+    }
+
+    /// [`connection_string`](Self::connection_string), with an unknown
+    /// option an error rather than a warning
+    /// ([`cmap_async::PoolBuilder::connection_string_strict`]).
+    pub fn connection_string_strict(self, uri: &str) -> Self {
+        self.map(|b| b.connection_string_strict(uri))
     }
 
     /// `maxPoolSize`: the most connections (0: no limit).

@@ -85,7 +85,7 @@ pub use cmap_async::{
 };
 pub use cmap_async::{
     Address, CheckOutError, CheckOutFailedReason, Clear, ClearCause, ClosedReason, ConnectionId,
-    EstablishError, EstablishErrorKind, EstablishFailure, Event, InterruptedError, OptionsError, PoolOptions,
-    PoolOptionsBuilder, PoolState, Reconnect, ServiceId, SharedError, Stats, Status, TimeoutContext,
-    UsageError,
+    ConnectionString, ConnectionStringError, EstablishError, EstablishErrorKind, EstablishFailure, Event,
+    InterruptedError, OptionsError, PoolOptions, PoolOptionsBuilder, PoolState, Reconnect, ServiceId,
+    SharedError, Stats, Status, TimeoutContext, UnknownOption, UsageError,
 };

@@ -91,6 +91,7 @@
 mod address;
 mod connection;
 mod connection_set;
+mod connection_string;
 mod error;
 mod event;
 mod invariants;
@@ -106,9 +107,11 @@ mod wait_queue;
 
 pub use address::Address;
 pub use connection::{ConnectionId, Pooled, ServiceId, WaiterId};
+pub use connection_string::{ConnectionString, UnknownOption, DEFAULT_PORT, REDACTED};
 pub use error::{
-    CheckInError, CheckOutError, ClearCause, EstablishError, EstablishErrorKind, InterruptedError,
-    OptionsError, SharedError, TimeoutContext, UsageError, RETRYABLE_ERROR, SYSTEM_OVERLOADED_ERROR,
+    CheckInError, CheckOutError, ClearCause, ConnectionStringError, EstablishError, EstablishErrorKind,
+    InterruptedError, OptionsError, SharedError, TimeoutContext, UsageError, RETRYABLE_ERROR,
+    SYSTEM_OVERLOADED_ERROR,
 };
 pub use event::{CheckOutFailedReason, ClosedReason, Event};
 pub use options::{EstablishFailure, PoolOptions, PoolOptionsBuilder, Reconnect};

@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use crate::connection_string::ConnectionString;
 use crate::error::OptionsError;
 
 /// What the pool does when establishing a connection fails with an error
@@ -111,21 +112,20 @@ impl PoolOptions {
         PoolOptionsBuilder::default()
     }
 
-    /// Options from the query of a MongoDB connection string
-    /// (`mongodb://host/?maxPoolSize=5&minPoolSize=1`). Option names are
-    /// case-insensitive, as in the URI spec. With `strict`, an option this
-    /// pool does not know is an error; otherwise it is left for others.
+    /// Options from a MongoDB connection string
+    /// (`mongodb://host/?maxPoolSize=5&minPoolSize=1`), as
+    /// [`ConnectionString::parse`] reads it: anything that is not a
+    /// well-formed `mongodb://` or `mongodb+srv://` string is an error.
+    /// Option names are case-insensitive, as in the URI spec. Options of a
+    /// MongoDB driver that the pool does not use (`appName`, `tls`, ...)
+    /// are left for the driver; with `strict`, an option that is neither
+    /// is an error ([`OptionsError::Unknown`], naming the nearest known
+    /// option), and without it is ignored (the
+    /// [`unknown_options`](ConnectionString::unknown_options) of the
+    /// parsed string are the ones to warn about).
     pub fn from_connection_string(uri: &str, strict: bool) -> Result<PoolOptions, OptionsError> {
         let mut builder = PoolOptions::builder();
-        let query = uri.split_once('?').map_or("", |(_, q)| q);
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-            if !builder.set(key, value)? && strict {
-                return Err(OptionsError::Unknown {
-                    option: key.to_owned(),
-                });
-            }
-        }
+        ConnectionString::parse(uri)?.apply_to(&mut builder, strict)?;
         builder.build()
     }
 
@@ -205,7 +205,8 @@ pub struct PoolOptionsBuilder {
     options: PoolOptions,
 }
 
-const SPEC_OPTIONS: [&str; 5] = [
+/// The spec's pool options, by their connection string names.
+pub(crate) const SPEC_OPTIONS: [&str; 5] = [
     "maxPoolSize",
     "minPoolSize",
     "maxIdleTimeMS",
@@ -390,7 +391,15 @@ fn parse_count(option: &'static str, value: &str) -> Result<u64, OptionsError> {
             reason: "must not be negative",
         });
     }
-    trimmed.parse::<u64>().map_err(|_| OptionsError::Invalid {
+    if !trimmed.is_empty() && trimmed.bytes().all(|b| b.is_ascii_digit()) {
+        // Digits only: the one way to fail is to overflow.
+        return trimmed.parse::<u64>().map_err(|_| OptionsError::TooLarge {
+            option,
+            value: value.into(),
+            limit: u64::MAX,
+        });
+    }
+    Err(OptionsError::Invalid {
         option,
         value: value.into(),
         reason: "is not a non-negative integer",
@@ -398,10 +407,10 @@ fn parse_count(option: &'static str, value: &str) -> Result<u64, OptionsError> {
 }
 
 fn narrow(option: &'static str, value: &str, parsed: u64) -> Result<u32, OptionsError> {
-    u32::try_from(parsed).map_err(|_| OptionsError::Invalid {
+    u32::try_from(parsed).map_err(|_| OptionsError::TooLarge {
         option,
         value: value.into(),
-        reason: "is too large",
+        limit: u32::MAX.into(),
     })
 }
 
@@ -516,10 +525,13 @@ mod tests {
         assert_eq!(
             err,
             OptionsError::Unknown {
-                option: "maxPoolSise".into()
+                option: "maxPoolSise".into(),
+                suggestion: Some("maxPoolSize"),
             }
         );
-        assert!(PoolOptions::from_connection_string("mongodb://h/?appName=x", false).is_ok());
+        assert!(PoolOptions::from_connection_string("mongodb://h/?maxPoolSise=3", false).is_ok());
+        // A driver's option is not unknown, strict or not.
+        assert!(PoolOptions::from_connection_string("mongodb://h/?appName=x", true).is_ok());
     }
 
     #[test]
