@@ -10,12 +10,15 @@
 //! cargo run --release -p bench -- cycle
 //! cargo run --release -p bench -- pair
 //! cargo run --release -p bench -- list
+//! cargo run --release -p bench -- outage --out docs  # against PostgreSQL at 127.0.0.1:5432;
+//!                                                     # writes docs/reliability.md
 //! ```
 //!
 //! `cargo run --release -p bench -- help` lists the options.
 
 mod cycle;
 mod harness;
+mod outage;
 mod pools;
 mod report;
 mod rt;
@@ -41,6 +44,9 @@ commands:
   all      sweep + spike + events + cycle + pair; with --out DIR also writes DIR/benchmarks.md
            (its generated section) and DIR/img/*.svg
   list     the pools
+  outage   cmap-tokio, cmap-blocking, deadpool and bb8 on PostgreSQL (127.0.0.1:5432) through a
+           fault proxy that refuses, cuts, blackholes or delays; with --out DIR writes
+           DIR/reliability.md
 
 options:
   --out DIR            where `all` writes (e.g. docs)
@@ -55,6 +61,8 @@ options:
   --reps N             sweep repetitions; the median-throughput one is kept (default 1)
   --event-reps N       repetitions of the events pairs (default 3)
   --spike-rounds N     spike rounds, each on a fresh pool (default 5)
+  --runs N             outage: runs of every scenario (default 3)
+  --spike-delay-ms A,B outage: spikes with the proxy delaying new connections this long (default 0,100)
 ";
 
 /// Everything the command line sets.
@@ -75,6 +83,8 @@ pub struct Options {
     pub reps: usize,
     pub event_reps: usize,
     pub spike_rounds: usize,
+    pub runs: usize,
+    pub spike_delays: Vec<u64>,
 }
 
 fn list<T: std::str::FromStr>(s: &str, flag: &str) -> Result<Vec<T>, String> {
@@ -100,6 +110,8 @@ fn parse(args: Vec<String>) -> Result<Options, String> {
         reps: 1,
         event_reps: 3,
         spike_rounds: 5,
+        runs: 3,
+        spike_delays: vec![0, 100],
     };
     let mut it = args.into_iter();
     while let Some(arg) = it.next() {
@@ -125,6 +137,8 @@ fn parse(args: Vec<String>) -> Result<Options, String> {
             "--reps" => o.reps = num(value()?)?.max(1) as usize,
             "--event-reps" => o.event_reps = num(value()?)?.max(1) as usize,
             "--spike-rounds" => o.spike_rounds = num(value()?)?.max(1) as usize,
+            "--runs" => o.runs = num(value()?)?.max(1) as usize,
+            "--spike-delay-ms" => o.spike_delays = list(&value()?, "--spike-delay-ms")?,
             "--help" => o.command = "help".to_owned(),
             _ => return Err(format!("unknown option {arg}")),
         }
@@ -348,6 +362,19 @@ fn run(o: &Options) -> Result<(), String> {
                 "total {:.1} s (sweep {:.1} s, spike {:.1} s, events {:.1} s)",
                 results.total_s, sweep_s, spike_s, events_s
             );
+        }
+        "outage" => {
+            let pools = match &o.pools {
+                Some(p) => p.clone(),
+                None => outage::POOLS.iter().map(|p| (*p).to_owned()).collect(),
+            };
+            outage::run(&outage::OutageOptions {
+                runs: o.runs,
+                pools,
+                spike_delays: o.spike_delays.iter().map(|d| Duration::from_millis(*d)).collect(),
+                out: o.out.clone(),
+                args: o.args.clone(),
+            })?;
         }
         other => return Err(format!("unknown command {other:?}\n\n{HELP}")),
     }

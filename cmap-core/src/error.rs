@@ -227,9 +227,9 @@ impl fmt::Debug for EstablishError {
     }
 }
 
-impl fmt::Display for EstablishError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.0.error, f)?;
+impl EstablishError {
+    /// Its labels as the messages show them: ` [A, B]`, or nothing.
+    fn write_labels(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let [first, rest @ ..] = self.labels() {
             write!(f, " [{first}")?;
             for label in rest {
@@ -238,6 +238,13 @@ impl fmt::Display for EstablishError {
             f.write_str("]")?;
         }
         Ok(())
+    }
+}
+
+impl fmt::Display for EstablishError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0.error, f)?;
+        self.write_labels(f)
     }
 }
 
@@ -255,6 +262,9 @@ impl PartialEq for EstablishError {
 }
 
 impl Eq for EstablishError {}
+
+/// The most causes of an establishment error a timeout's message shows.
+const MAX_CAUSES: usize = 8;
 
 /// The state of the pool when a checkout timed out, for its message
 /// (after HikariCP's "total=10, active=10, idle=0, waiting=37").
@@ -287,7 +297,25 @@ impl fmt::Display for TimeoutContext {
             s.waiting
         )?;
         if let Some(error) = &self.last_error {
-            write!(f, "; the last connection attempt failed: {error}")?;
+            let manager_error = error.get_ref();
+            write!(f, "; the last connection attempt failed: {manager_error}")?;
+            // A timeout has no `source()`, so its text is the only place
+            // the cause can show, and a driver's error often keeps it in
+            // its own `source()` (tokio-postgres: "error connecting to
+            // server", with "Connection refused" behind it). Each cause
+            // whose text is not already shown is appended.
+            let mut shown = manager_error.to_string();
+            let mut cause = manager_error.source();
+            for _ in 0..MAX_CAUSES {
+                let Some(c) = cause else { break };
+                let text = c.to_string();
+                if !shown.contains(&text) {
+                    write!(f, ": {text}")?;
+                    shown.push_str(&text);
+                }
+                cause = c.source();
+            }
+            error.write_labels(f)?;
         }
         Ok(())
     }
@@ -634,4 +662,80 @@ pub enum ConnectionStringError {
         /// What is wrong with it.
         reason: &'static str,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error that keeps its cause in `source()` only, as tokio-postgres's does.
+    #[derive(Debug)]
+    struct Outer(std::io::Error);
+
+    impl fmt::Display for Outer {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("error connecting to server")
+        }
+    }
+
+    impl std::error::Error for Outer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    fn context(error: EstablishError) -> String {
+        TimeoutContext {
+            waited: Duration::from_millis(5000),
+            max_pool_size: 10,
+            status: Status {
+                state: crate::PoolState::Ready,
+                generation: 0,
+                total: 0,
+                available: 0,
+                pending: 0,
+                in_use: 0,
+                waiting: 1,
+            },
+            last_error: Some(error),
+        }
+        .to_string()
+    }
+
+    #[test]
+    fn a_timeout_names_the_cause_kept_in_source() {
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused");
+        let text = context(EstablishError::network(Outer(refused)));
+        assert!(
+            text.ends_with(
+                "; the last connection attempt failed: error connecting to server: Connection refused \
+                 [SystemOverloadedError, RetryableError]"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_cause_already_in_the_text_is_not_repeated() {
+        #[derive(Debug)]
+        struct Both(std::io::Error);
+        impl fmt::Display for Both {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "error connecting to server: {}", self.0)
+            }
+        }
+        impl std::error::Error for Both {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused");
+        let text = context(EstablishError::authentication(Both(refused)));
+        assert!(
+            text.ends_with(
+                "; the last connection attempt failed: error connecting to server: Connection refused"
+            ),
+            "{text}"
+        );
+    }
 }
