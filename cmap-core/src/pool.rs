@@ -258,13 +258,10 @@ impl<C> Pool<C> {
             connection_id: meta.id,
         });
         if entry.interrupted {
-            // Already counted closed when it was interrupted: by a clear,
-            // or by forcing a closed pool's connections.
-            let reason = match self.state {
-                PoolState::Closed => ClosedReason::PoolClosed,
-                _ => ClosedReason::Stale,
-            };
-            self.dispose(meta.id, conn, reason);
+            // Already counted closed (its event out) when it was
+            // interrupted: by a clear, or by forcing a closed pool's
+            // connections (`shutdown.rs`).
+            self.dispose(meta.id, conn, ClosedReason::Stale);
             return Ok(());
         }
         let reason = if self.state == PoolState::Closed {
