@@ -1355,8 +1355,10 @@ impl Sim {
         self.after(fired)
     }
 
-    /// `Cmd::Resize`, at the pool's own time: it lets no time pass, so
-    /// all it does is the resize's own. Predicts from the model alone
+    /// `Cmd::Resize`, at the driver's clock when letting time pass does
+    /// nothing there (no deadline passes, no reconnect backoff may end),
+    /// and at the pool's own time otherwise: all it does is the resize's
+    /// own. Predicts from the model alone
     /// whether it is refused (then nothing happens: no output, the sizes
     /// stay), which available connections it closes for the size (the
     /// least recently used above the new maximum, with reason `Shrunk`,
@@ -1364,7 +1366,9 @@ impl Sim {
     /// as the outputs come (`on_event`, `on_action`, `sized_close`) and
     /// after the step.
     fn resize(&mut self, min: u32, max: u32) -> Result<(), String> {
-        let now = self.pool_now;
+        let quiet = self.deadlines.first().is_none_or(|&(d, _)| d > self.wall)
+            && (self.opts.reconnect.is_none() || self.failing_since.is_none());
+        let now = if quiet { self.wall } else { self.pool_now };
         let expected = if self.closed {
             Err(UsageError::ResizeClosed)
         } else if max > 0 && min > max {
