@@ -2,8 +2,9 @@
 //! input, and a reference model kept here checks every output and the
 //! pool's counts after every step.
 //!
-//! After every step: `check_invariants`; total <= maxPoolSize and pending
-//! <= maxConnecting; `status()` equals the model's counts (every connection
+//! After every step: `check_invariants`; total <= maxPoolSize (or, after a
+//! resize down, no more than the resize left nor than any step since, with
+//! nothing available) and pending <= maxConnecting; `status()` equals the model's counts (every connection
 //! pending, available, held by the test or closed, exactly once); waiters
 //! served in arrival order, never after their deadline, never timed out
 //! before it, never left queued past it, and `poll_timeout` no later than
@@ -58,6 +59,23 @@
 //! (`Sim::exact`); with events off or apart, the model checks what holds
 //! whichever checkout a connection was for.
 //!
+//! Resizing (`handle_resize`, beyond the spec) changes the model's own
+//! minPoolSize and maxPoolSize, which every check above follows, and the
+//! pool's options must say the same after every step. From its books alone
+//! (which includes the order in which connections became available) the
+//! model predicts a resize: refused on a closed pool or with min above a
+//! non-zero max, and then no output and no change; otherwise
+//! `PoolResized` first, then exactly the least recently used available
+//! connections above the new maximum closed with reason `Shrunk`, in that
+//! order, and, growing, as many connections started as waiters, the new
+//! sizes and maxConnecting allow (then towards the new minimum with a
+//! maintenance interval) unless a reconnect backoff may hold. A connection
+//! checked in or established while the pool holds more than maxPoolSize
+//! counting it is closed with reason `Shrunk` (whatever else it is, bar a
+//! closed pool), no checkout is served in that step, and a check-in
+//! closed so does not count in `returns_bad`; no other close says
+//! `Shrunk`.
+//!
 //! `PROPTEST_CASES` sets the number of cases (256 by default; CI runs
 //! 10,000: about 3 s each in release, 15 s in debug, on 2 cores).
 
@@ -69,8 +87,8 @@ use std::time::{Duration, Instant};
 
 use cmap_core::{
     Action, CheckOut, CheckOutError, Clear, ClosedReason, ConnectionId, EstablishError, EstablishErrorKind,
-    EstablishFailure, Event, Output, Pool, PoolOptions, PoolState, Pooled, Reconnect, ServiceId, UsageError,
-    WaiterId,
+    EstablishFailure, Event, OptionsError, Output, Pool, PoolOptions, PoolState, Pooled, Reconnect,
+    ServiceId, UsageError, WaiterId,
 };
 use proptest::prelude::*;
 use support::{fail_establish, fail_establish_with, origin, Conn};
@@ -309,6 +327,12 @@ enum Cmd {
     AtIdleEdge {
         offset_ns: i64,
     },
+    /// `handle_resize` to these sizes (0: no limit); refused when `min`
+    /// exceeds a non-zero `max`, or once the pool is closed.
+    Resize {
+        min: u32,
+        max: u32,
+    },
 }
 
 fn cmd() -> impl Strategy<Value = Cmd> {
@@ -351,6 +375,7 @@ fn cmd() -> impl Strategy<Value = Cmd> {
         8 => (0..600u64).prop_map(|ms| Cmd::Jump { ms }),
         3 => (0..50u64).prop_map(|ms| Cmd::StaleTimeout { ms }),
         4 => (-1..=1i64).prop_map(|offset_ns| Cmd::AtIdleEdge { offset_ns }),
+        8 => (0..=4u32, 0..=6u32).prop_map(|(min, max)| Cmd::Resize { min, max }),
     ]
 }
 
@@ -390,6 +415,9 @@ struct ConnModel {
     created_at: Instant,
     /// When it last became available.
     pooled_since: Instant,
+    /// Its place in the available stack: the order in which connections
+    /// last became available (the least recently used has the lowest).
+    pooled_seq: u64,
     /// Its generation, by the model's own count of clears: the pool's when
     /// its `Establish` came out, or (load-balanced) its service's when it
     /// was established.
@@ -451,6 +479,41 @@ struct Failure {
     closed_seen: bool,
     /// How many checkouts failed with a `ConnectionError` this step.
     connection_errors: u32,
+}
+
+/// What the model predicts of this step's accepted resize.
+#[derive(Debug)]
+struct ResizeStep {
+    min: u32,
+    max: u32,
+    /// The available connections it closes for the size (reason
+    /// `Shrunk`), least recently used first, in the order their `Close`
+    /// actions must come; and their `ConnectionClosed` events.
+    closes: VecDeque<u64>,
+    closed_events: VecDeque<u64>,
+    /// Its `PoolResized` came.
+    announced: bool,
+    /// How many connections must be pending after it (growing starts
+    /// them for waiters, and towards the new minPoolSize); `None` while a
+    /// reconnect backoff may hold them back (its timing is not followed).
+    pending_after: Option<usize>,
+}
+
+/// A connection arriving this step (checked in, or established), and what
+/// the model predicts for it against the pool's size.
+#[derive(Debug)]
+struct Arrival {
+    id: u64,
+    /// Whether the pool holds more than maxPoolSize counting it: then it
+    /// is closed with reason `Shrunk` and serves no waiter. `None` when the
+    /// input lets a checkout's deadline pass: the pending connection
+    /// abandoned for it may bring the pool back within its size first.
+    over: Option<bool>,
+    /// The model's count of delivered checkouts when the step began.
+    delivers: u64,
+    /// `Stats::returns_bad` before a check-in, and by how much it must
+    /// grow (`None`: either way).
+    returns_bad: Option<(u64, Option<u64>)>,
 }
 
 macro_rules! ensure {
@@ -564,6 +627,21 @@ struct Sim {
     /// Checkouts that kept waiting after their connection failed with an
     /// overload (for the generator's coverage).
     kept_waiting: u64,
+    /// Bumped each time a connection becomes available (`pooled_seq`).
+    pooled_seq: u64,
+    /// This step's accepted resize.
+    resize: Option<ResizeStep>,
+    /// This step's arriving connection, against the pool's size.
+    arrival: Option<Arrival>,
+    /// While the pool holds more than maxPoolSize (after a resize down):
+    /// the most it may hold, which never grows until it is back within
+    /// its size.
+    shrink_bound: Option<usize>,
+    /// Outputs (events and actions) of this step so far.
+    step_outputs: u32,
+    /// Connections closed for the size as they arrived (for the
+    /// generator's coverage).
+    shrunk_on_arrival: u64,
 }
 
 impl Sim {
@@ -632,6 +710,12 @@ impl Sim {
             failing_since: None,
             gave_up_events: 0,
             kept_waiting: 0,
+            pooled_seq: 0,
+            resize: None,
+            arrival: None,
+            shrink_bound: None,
+            step_outputs: 0,
+            shrunk_on_arrival: 0,
         };
         if opts.start_ready {
             sim.step(&Cmd::Ready).map_err(|e| format!("initial ready: {e}"))?;
@@ -667,6 +751,10 @@ impl Sim {
     fn move_conn(&mut self, id: u64, from: &[CState], to: CState) -> Result<(), String> {
         // Inputs that make a connection available run at the clock's time.
         let since = self.pool_now.max(self.wall);
+        if to == CState::Pooled {
+            self.pooled_seq += 1;
+        }
+        let seq = self.pooled_seq;
         let c = self.conn(id)?;
         let was = c.state;
         ensure!(
@@ -676,6 +764,7 @@ impl Sim {
         c.state = to;
         if to == CState::Pooled {
             c.pooled_since = since;
+            c.pooled_seq = seq;
         }
         let requester = c.requester.take();
         let counts = |s: CState| match s {
@@ -913,6 +1002,9 @@ impl Sim {
         self.arriving = None;
         self.failure = None;
         self.gave_up_events = 0;
+        self.resize = None;
+        self.arrival = None;
+        self.step_outputs = 0;
         let mut fired = false;
         let now = self.wall;
         match *cmd {
@@ -966,6 +1058,11 @@ impl Sim {
                 }
                 let id = c.id().0;
                 let interrupted = self.conn(id)?.state == CState::Held { interrupted: true };
+                let over = if interrupted {
+                    Some(false)
+                } else {
+                    self.over_size_with_arrival(now)
+                };
                 let to = if interrupted {
                     CState::Disposing
                 } else {
@@ -974,10 +1071,26 @@ impl Sim {
                 self.move_conn(id, &[CState::Held { interrupted }], to)?;
                 self.checking_in = Some((id, errored));
                 // Spec: closed when perished or the pool is closed, made
-                // available otherwise. (A lifetime is jittered: not judged.)
-                if !interrupted && self.opts.lifetime.is_none() {
-                    self.check_in_verdict = Some((id, errored || self.closed || self.is_stale(id)));
+                // available otherwise; beyond it, closed while the pool
+                // holds more than maxPoolSize. (A lifetime is jittered: a
+                // connection otherwise fit is not judged.)
+                let perished = errored || self.closed || self.is_stale(id);
+                let must_close = perished || over == Some(true);
+                if !interrupted && (must_close || (over == Some(false) && self.opts.lifetime.is_none())) {
+                    self.check_in_verdict = Some((id, must_close));
                 }
+                // Counted bad only when closed as errored, not for the size.
+                let bad = if interrupted || self.closed || !errored {
+                    Some(0)
+                } else {
+                    over.map(|over| u64::from(!over))
+                };
+                self.arrival = Some(Arrival {
+                    id,
+                    over,
+                    delivers: self.delivers,
+                    returns_bad: Some((self.pool.stats().returns_bad, bad)),
+                });
                 let r = self.pool.handle_check_in(now, c);
                 self.told(now);
                 self.log(|| format!("check in {id} errored={errored} -> {}", r.is_ok()));
@@ -1032,6 +1145,12 @@ impl Sim {
                     return self.after(false);
                 };
                 self.arriving = Some((id, self.conn(id)?.requester));
+                self.arrival = Some(Arrival {
+                    id,
+                    over: self.over_size_with_arrival(now),
+                    delivers: self.delivers,
+                    returns_bad: None,
+                });
                 // A success resets the reconnect backoff.
                 self.failing_since = None;
                 self.move_conn(id, &[CState::Pending], CState::Pooled)?;
@@ -1052,6 +1171,7 @@ impl Sim {
                 ensure!(r.is_ok(), "established {id}: {r:?}");
             }
             Cmd::EstablishFailed { pick, kind } => return self.establish_failed(now, pick, kind),
+            Cmd::Resize { min, max } => return self.resize(min, max),
             Cmd::LateResult { pick, ok } => {
                 if self.not_pending.is_empty() {
                     return self.after(false);
@@ -1233,6 +1353,194 @@ impl Sim {
             }
         }
         self.after(fired)
+    }
+
+    /// `Cmd::Resize`, at the driver's clock when letting time pass does
+    /// nothing there (no deadline passes, no reconnect backoff may end),
+    /// and at the pool's own time otherwise: all it does is the resize's
+    /// own. Predicts from the model alone
+    /// whether it is refused (then nothing happens: no output, the sizes
+    /// stay), which available connections it closes for the size (the
+    /// least recently used above the new maximum, with reason `Shrunk`,
+    /// after its `PoolResized`), and how many it starts growing; checked
+    /// as the outputs come (`on_event`, `on_action`, `sized_close`) and
+    /// after the step.
+    fn resize(&mut self, min: u32, max: u32) -> Result<(), String> {
+        let quiet = self.deadlines.first().is_none_or(|&(d, _)| d > self.wall)
+            && (self.opts.reconnect.is_none() || self.failing_since.is_none());
+        let now = if quiet { self.wall } else { self.pool_now };
+        let expected = if self.closed {
+            Err(UsageError::ResizeClosed)
+        } else if max > 0 && min > max {
+            Err(UsageError::InvalidSize(OptionsError::MinExceedsMax { min, max }))
+        } else {
+            Ok(())
+        };
+        if expected.is_ok() {
+            self.opts.min_pool_size = min;
+            self.opts.max_pool_size = max;
+            let total = self.pending.len() + self.pooled + self.held_live;
+            let excess = if max == 0 {
+                0
+            } else {
+                total.saturating_sub(max as usize)
+            };
+            let mut idle: Vec<(u64, u64)> = self
+                .conns
+                .iter()
+                .zip(1u64..)
+                .filter(|(c, _)| c.state == CState::Pooled)
+                .map(|(c, id)| (c.pooled_seq, id))
+                .collect();
+            idle.sort_unstable();
+            let closes: VecDeque<u64> = idle.iter().take(excess).map(|&(_, id)| id).collect();
+            let left = total - closes.len();
+            self.shrink_bound = (max > 0 && left > max as usize).then_some(left);
+            self.resize = Some(ResizeStep {
+                min,
+                max,
+                closed_events: if self.events {
+                    closes.clone()
+                } else {
+                    VecDeque::new()
+                },
+                closes,
+                announced: false,
+                pending_after: self.pending_after_resize(left),
+            });
+        }
+        let r = self.pool.handle_resize(now, min, max);
+        self.told(now);
+        self.log(|| format!("resize min={min} max={max} -> {r:?}"));
+        ensure!(
+            r == expected,
+            "resize to ({min}, {max}): {r:?}, expected {expected:?}"
+        );
+        self.after(false)?;
+        let Some(step) = self.resize.take() else {
+            ensure!(
+                self.step_outputs == 0,
+                "a refused resize made {} outputs",
+                self.step_outputs
+            );
+            return Ok(());
+        };
+        ensure!(
+            step.closes.is_empty() && step.closed_events.is_empty(),
+            "the resize to ({min}, {max}) left {:?} open (Close) and {:?} (ConnectionClosed), the least recently used available above it",
+            step.closes,
+            step.closed_events
+        );
+        ensure!(
+            !self.events || step.announced,
+            "a resize to ({min}, {max}) without PoolResized"
+        );
+        if let Some(n) = step.pending_after {
+            ensure!(
+                self.pending.len() == n,
+                "a resize to ({min}, {max}) leaves {} pending, expected {n} ({} waiting)",
+                self.pending.len(),
+                self.waiting.len()
+            );
+        }
+        Ok(())
+    }
+
+    /// How many connections are pending after a resize that leaves `total`:
+    /// a ready pool starts connections for the waiters that outnumber the
+    /// pending ones, then (with a maintenance interval) towards
+    /// minPoolSize, within maxConnecting and maxPoolSize. `None` while a
+    /// reconnect backoff may hold them back.
+    fn pending_after_resize(&self, mut total: usize) -> Option<usize> {
+        let mut pending = self.pending.len();
+        if self.pool.state() != PoolState::Ready {
+            return Some(pending);
+        }
+        if self.opts.reconnect.is_some() && self.failing_since.is_some() {
+            return None;
+        }
+        let max = self.opts.max_pool_size as usize;
+        let max_connecting = self.opts.max_connecting as usize;
+        let room = |total: usize, pending: usize| (max == 0 || total < max) && pending < max_connecting;
+        while self.waiting.len() > pending && room(total, pending) {
+            total += 1;
+            pending += 1;
+        }
+        if self.opts.maintenance_ms.is_some() {
+            while total < self.opts.min_pool_size as usize && room(total, pending) {
+                total += 1;
+                pending += 1;
+            }
+        }
+        Some(pending)
+    }
+
+    /// Whether a connection arriving now (checked in, or established)
+    /// finds the pool above maxPoolSize counting it, as a resize down
+    /// leaves it until enough connections are gone (see `Arrival::over`).
+    /// Asked before the connection moves in the model's books.
+    fn over_size_with_arrival(&self, now: Instant) -> Option<bool> {
+        let max = self.opts.max_pool_size as usize;
+        let total = self.pending.len() + self.pooled + self.held_live;
+        if self.closed || max == 0 || total <= max {
+            return Some(false);
+        }
+        let at = now.max(self.pool_now);
+        let expires = self.deadlines.first().is_some_and(|&(d, _)| d <= at);
+        (!expires).then_some(true)
+    }
+
+    /// A close for the pool's size (reason `Shrunk`): only the least
+    /// recently used available connections a resize closes, in that
+    /// order, and a connection that arrives while the pool holds more than
+    /// maxPoolSize. Says whether connection `id`'s close (its `Close`, or
+    /// with `event` its `ConnectionClosed`) was one; its reason is checked
+    /// here then, and by `check_close_reason` otherwise.
+    fn sized_close(&mut self, id: u64, reason: ClosedReason, event: bool) -> Result<bool, String> {
+        let what = if event { "ConnectionClosed" } else { "Close" };
+        if let Some(step) = &mut self.resize {
+            let closes = if event {
+                &mut step.closed_events
+            } else {
+                &mut step.closes
+            };
+            if let Some(next) = closes.pop_front() {
+                ensure!(
+                    next == id && reason == ClosedReason::Shrunk,
+                    "{what} of connection {id} ({reason:?}) while the resize must close {next} (Shrunk), the least recently used available one"
+                );
+                return Ok(true);
+            }
+        }
+        if let Some(a) = self.arrival.as_ref().filter(|a| a.id == id) {
+            match a.over {
+                Some(true) => {
+                    ensure!(
+                        reason == ClosedReason::Shrunk,
+                        "{what} of connection {id}, arriving above maxPoolSize {}, says {reason:?}",
+                        self.opts.max_pool_size
+                    );
+                }
+                None if reason == ClosedReason::Shrunk => {}
+                _ => {
+                    ensure!(
+                        reason != ClosedReason::Shrunk,
+                        "{what} of connection {id} says Shrunk, but it arrives within maxPoolSize {}",
+                        self.opts.max_pool_size
+                    );
+                    return Ok(false);
+                }
+            }
+            if !event {
+                self.shrunk_on_arrival += 1;
+            }
+            return Ok(true);
+        }
+        ensure!(
+            reason != ClosedReason::Shrunk,
+            "{what} of connection {id} says Shrunk, which the model does not expect"
+        );
+        Ok(false)
     }
 
     /// `Cmd::EstablishFailed`: predicts, from the model alone, whether the
@@ -1427,6 +1735,7 @@ impl Sim {
             self.pool.take_events(&mut events);
             ensure!(self.pool.pending_events() == 0, "events left behind");
             for e in events {
+                self.step_outputs += 1;
                 self.log(|| format!("{:?}", Output::<Conn>::Event(e.clone())));
                 self.on_event(&e)?;
             }
@@ -1436,6 +1745,7 @@ impl Sim {
                 !(self.apart && matches!(out, Output::Event(_))),
                 "an event in the stream while events are kept apart: {out:?}"
             );
+            self.step_outputs += 1;
             self.log(|| format!("{out:?}"));
             match out {
                 Output::Event(e) => self.on_event(&e)?,
@@ -1446,6 +1756,12 @@ impl Sim {
     }
 
     fn on_action(&mut self, action: Action<Conn>) -> Result<(), String> {
+        // A resize lets no time pass (`Sim::resize`): it closes for the
+        // size and starts connections, nothing else.
+        ensure!(
+            self.resize.is_none() || matches!(action, Action::Establish { .. } | Action::Close { .. }),
+            "a resize makes {action:?}"
+        );
         match action {
             Action::Establish { id } => {
                 let id = id.0;
@@ -1504,6 +1820,7 @@ impl Sim {
                     closed_counted: false,
                     created_at: self.pool_now,
                     pooled_since: self.pool_now,
+                    pooled_seq: 0,
                     generation: self.step_generation,
                     service: None,
                     requester,
@@ -1645,7 +1962,9 @@ impl Sim {
                         connection == Conn(id),
                         "Close {id} of {connection:?} ({reason:?})"
                     );
-                    self.check_close_reason(id, reason, "Close")?;
+                    if !self.sized_close(id, reason, false)? {
+                        self.check_close_reason(id, reason, "Close")?;
+                    }
                     let was = self.conn(id)?.state;
                     self.move_conn(id, &[CState::Pooled, CState::Disposing], CState::Closed)?;
                     if was == CState::Pooled {
@@ -1697,8 +2016,41 @@ impl Sim {
             self.events || matches!(e, Event::ReconnectGaveUp { .. }),
             "an event while events are off: {e:?}"
         );
+        ensure!(
+            self.resize.is_none()
+                || matches!(
+                    e,
+                    Event::PoolResized { .. }
+                        | Event::ConnectionClosed { .. }
+                        | Event::ConnectionCreated { .. }
+                ),
+            "a resize emits {e:?}"
+        );
         match e {
             Event::PoolCreated { .. } => return Err("a second ConnectionPoolCreated".into()),
+            Event::PoolResized {
+                min_pool_size,
+                max_pool_size,
+                ..
+            } => {
+                let sizes = (*min_pool_size, *max_pool_size);
+                let Some(step) = &mut self.resize else {
+                    return Err(format!("PoolResized {sizes:?} without a resize accepted"));
+                };
+                ensure!(
+                    sizes == (step.min, step.max) && !step.announced,
+                    "PoolResized {sizes:?} for a resize to {:?} (announced already: {})",
+                    (step.min, step.max),
+                    step.announced
+                );
+                // First: before the closes it causes.
+                ensure!(
+                    self.step_outputs == 1,
+                    "PoolResized after {} outputs of its resize",
+                    self.step_outputs - 1
+                );
+                step.announced = true;
+            }
             Event::PoolReady { .. } => {
                 ensure!(
                     self.ev_state == PoolState::Paused,
@@ -1782,7 +2134,9 @@ impl Sim {
                 let c = self.ev_conn(*connection_id, "ConnectionClosed")?;
                 ensure!(c.closed == 0, "ConnectionClosed {connection_id} twice");
                 c.closed += 1;
-                self.check_close_reason(connection_id.0, *reason, "ConnectionClosed")?;
+                if !self.sized_close(connection_id.0, *reason, true)? {
+                    self.check_close_reason(connection_id.0, *reason, "ConnectionClosed")?;
+                }
                 // Spec ("Closing a Connection Pool"): the pool closes its
                 // connections, then emits PoolClosed.
                 ensure!(
@@ -1935,14 +2289,60 @@ impl Sim {
                 );
             }
         }
+        if let Some(a) = self.arrival.take() {
+            if a.over == Some(true) {
+                let state = self.conns[a.id as usize - 1].state;
+                ensure!(
+                    state == CState::Closed,
+                    "connection {} arrived above maxPoolSize {} and is {state:?}",
+                    a.id,
+                    self.opts.max_pool_size
+                );
+                ensure!(
+                    self.delivers == a.delivers,
+                    "connection {} arrived above maxPoolSize {}, yet a waiter was served",
+                    a.id,
+                    self.opts.max_pool_size
+                );
+            }
+            if let Some((before, Some(grows))) = a.returns_bad {
+                let bad = self.pool.stats().returns_bad;
+                ensure!(
+                    bad == before + grows,
+                    "returns_bad went from {before} to {bad} as connection {} came back (over maxPoolSize: {:?})",
+                    a.id,
+                    a.over
+                );
+            }
+        }
         let s = self.pool.status();
         let o = &self.opts;
-        ensure!(
-            o.max_pool_size == 0 || s.total <= o.max_pool_size as usize,
-            "total {} > maxPoolSize {}",
-            s.total,
-            o.max_pool_size
+        let sizes = (
+            self.pool.options().min_pool_size(),
+            self.pool.options().max_pool_size(),
         );
+        ensure!(
+            sizes == (o.min_pool_size, o.max_pool_size),
+            "the pool's (minPoolSize, maxPoolSize) are {sizes:?}, the model's {:?}",
+            (o.min_pool_size, o.max_pool_size)
+        );
+        // Above maxPoolSize only after a resize down, never above the total
+        // it left nor above the total of any step since, and with nothing
+        // available.
+        let max = o.max_pool_size as usize;
+        if max == 0 || s.total <= max {
+            self.shrink_bound = None;
+        } else {
+            ensure!(
+                self.shrink_bound.is_some_and(|bound| s.total <= bound) && s.available == 0,
+                "total {} > maxPoolSize {max} ({} available; at most {:?} after the resize down)",
+                s.total,
+                s.available,
+                self.shrink_bound
+            );
+            self.shrink_bound = Some(s.total);
+        }
+        let o = &self.opts;
         ensure!(
             s.pending <= o.max_connecting as usize,
             "pending {} > maxConnecting {}",
@@ -2192,13 +2592,19 @@ fn generator_reaches_every_outcome() {
         "Other -> Ok",
         "source: EstablishError { kind: Network",
         "source: EstablishError { kind: Authentication",
+        "PoolResized {",
+        "reason: Shrunk",
+        "-> Err(InvalidSize",
+        "-> Err(ResizeClosed",
     ];
     let mut counts = vec![0usize; needles.len()];
     let mut kept_waiting = 0;
+    let mut shrunk_on_arrival = 0;
     for _ in 0..300 {
         let (opts, cmds) = strategy.new_tree(&mut runner).unwrap().current();
         let sim = run(&opts, &cmds, origin(), Events::Merged, true).unwrap();
         kept_waiting += sim.kept_waiting;
+        shrunk_on_arrival += sim.shrunk_on_arrival;
         for line in sim.transcript.unwrap() {
             for (n, needle) in needles.iter().enumerate() {
                 counts[n] += usize::from(line.contains(needle));
@@ -2212,11 +2618,16 @@ fn generator_reaches_every_outcome() {
         .collect();
     eprintln!("{}", report.join("\n"));
     eprintln!("checkouts that kept waiting on an overload: {kept_waiting}");
+    eprintln!("connections closed for the size as they arrived: {shrunk_on_arrival}");
     for (needle, count) in needles.iter().zip(&counts) {
         assert!(*count > 0, "no `{needle}` in 300 cases:\n{}", report.join("\n"));
     }
     assert!(
         kept_waiting > 0,
         "no checkout kept waiting on an overload in 300 cases"
+    );
+    assert!(
+        shrunk_on_arrival > 0,
+        "no connection closed for the size as it arrived in 300 cases"
     );
 }
