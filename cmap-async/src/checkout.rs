@@ -210,10 +210,9 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
                 Limit::After(_) => None,
             };
             // A check that panics failed: its connection is closed.
-            let check = self
-                .events
-                .panics
-                .guard(Hook::Check, || self.manager.check(checking.connection()));
+            let check = self.events.panics.guard(Hook::Check, || {
+                self.manager.check_until(checking.connection(), deadline)
+            });
             let checked = match deadline {
                 Some(deadline) => match race(check, self.rt.sleep_until(deadline)).await {
                     Either::Left(checked) => checked,

@@ -1,6 +1,7 @@
 //! The connection manager: how to make, check and reset one connection.
 
 use std::future::Future;
+use std::time::Instant;
 
 use cmap_core::{Address, EstablishErrorKind, ServiceId};
 
@@ -95,6 +96,21 @@ pub trait ManageConnection: Send + Sync + 'static {
     fn check(&self, conn: &mut Self::Connection) -> impl Future<Output = Result<(), Self::Error>> + Send {
         let _ = conn;
         std::future::ready(Ok(()))
+    }
+
+    /// [`check`](ManageConnection::check), told the checkout's deadline
+    /// (`None`: no limit) on the runtime's clock; this is what the pool
+    /// calls. The pool races the check against the deadline either way;
+    /// the deadline lets a check that cannot be cut short while it runs
+    /// (a blocking call) bound itself. The default ignores it and calls
+    /// `check`.
+    fn check_until(
+        &self,
+        conn: &mut Self::Connection,
+        deadline: Option<Instant>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        let _ = deadline;
+        self.check(conn)
     }
 
     /// Whether [`reset`](ManageConnection::reset) does anything (default:

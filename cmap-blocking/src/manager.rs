@@ -4,6 +4,7 @@
 use std::future::{ready, Future};
 use std::ops::Deref;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use cmap_async::{Address, EstablishErrorKind, ServiceId};
 
@@ -84,6 +85,22 @@ pub trait ManageConnection: Send + Sync + 'static {
     fn check(&self, conn: &mut Self::Connection) -> Result<(), Self::Error> {
         let _ = conn;
         Ok(())
+    }
+
+    /// [`check`](Self::check) for a checkout with `remaining` time left
+    /// before its deadline (`None`: no limit); this is what the pool
+    /// calls. A synchronous call cannot be cut short while it runs, so a
+    /// check that talks to the server should bound itself by `remaining`
+    /// (with the `postgres` crate, `Client::is_valid(remaining)`) to keep
+    /// `get()` within its deadline. The default ignores it and calls
+    /// `check`.
+    fn check_within(
+        &self,
+        conn: &mut Self::Connection,
+        remaining: Option<Duration>,
+    ) -> Result<(), Self::Error> {
+        let _ = remaining;
+        self.check(conn)
     }
 
     /// Whether [`reset`](ManageConnection::reset) does anything (default:
@@ -167,6 +184,16 @@ impl<M: ManageConnection> cmap_async::ManageConnection for SyncManager<M> {
 
     fn check(&self, conn: &mut M::Connection) -> impl Future<Output = Result<(), M::Error>> + Send {
         ready(self.0.check(conn))
+    }
+
+    fn check_until(
+        &self,
+        conn: &mut M::Connection,
+        deadline: Option<Instant>,
+    ) -> impl Future<Output = Result<(), M::Error>> + Send {
+        // The blocking pool's runtime sleeps on the system clock.
+        let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        ready(self.0.check_within(conn, remaining))
     }
 
     fn reset(&self, conn: &mut M::Connection) -> impl Future<Output = Result<(), M::Error>> + Send {

@@ -324,6 +324,24 @@ fn a_panicking_sync_manager_loses_no_connection_and_no_capacity() {
     assert_eq!((st.panics_caught, st.returns_bad), (3, 2));
 }
 
+/// A synchronous check cannot be cut short while it runs: it is told what
+/// is left of the checkout's deadline, and a `get()` whose check bounds
+/// itself by it returns on time.
+#[test]
+fn a_blocking_check_is_given_the_time_left_before_the_deadline() {
+    let m = SyncFake::default();
+    let pool = builder().max_pool_size(1).build(m.clone()).unwrap();
+    drop(pool.get().unwrap()); // one idle connection
+    m.check_us.store(10_000_000, Ordering::SeqCst); // a blackholed round trip
+    let t0 = Instant::now();
+    let err = pool.get_timeout(Duration::from_millis(100)).unwrap_err();
+    let took = t0.elapsed();
+    assert!(err.is_timeout(), "{err}");
+    assert!(took >= Duration::from_millis(100), "early: {took:?}");
+    assert!(took < Duration::from_millis(600), "late: {took:?}");
+    eventually("the checked connection closed", || m.alive() == 0);
+}
+
 #[test]
 fn min_pool_size_is_kept_and_a_dropped_pool_closes() {
     let m = SyncFake::default();

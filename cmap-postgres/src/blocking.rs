@@ -239,10 +239,16 @@ where
         Some(Self::address(self))
     }
 
+    /// As [`check_within`](Self::check_within), with no deadline.
+    fn check(&self, conn: &mut PgConnection) -> Result<(), PgError> {
+        self.check_within(conn, None)
+    }
+
     /// A closed client is refused; a connection idle for at least
     /// [`validate_idle_after`](PgManager::validate_idle_after) is asked
-    /// for a round trip.
-    fn check(&self, conn: &mut PgConnection) -> Result<(), PgError> {
+    /// for a round trip, bounded by the validation timeout and by what is
+    /// left of the checkout's deadline.
+    fn check_within(&self, conn: &mut PgConnection, remaining: Option<Duration>) -> Result<(), PgError> {
         if conn.client.is_closed() {
             return Err(PgError::Closed);
         }
@@ -250,7 +256,8 @@ where
             .validate_idle_after
             .is_some_and(|idle| conn.last_used.elapsed() >= idle)
         {
-            conn.client.is_valid(self.validation_timeout)?;
+            let limit = remaining.map_or(self.validation_timeout, |r| r.min(self.validation_timeout));
+            conn.client.is_valid(limit)?;
         }
         Ok(())
     }

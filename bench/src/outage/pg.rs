@@ -329,11 +329,20 @@ impl cmap_blocking::ManageConnection for BlockingManager {
     }
 
     fn check(&self, conn: &mut postgres::Client) -> Result<(), PgError> {
+        self.check_within(conn, None)
+    }
+
+    /// The round trip bounded by what is left of the checkout's deadline,
+    /// as a blocking check must be (the pool cannot cut it short).
+    fn check_within(&self, conn: &mut postgres::Client, remaining: Option<Duration>) -> Result<(), PgError> {
         if conn.is_closed() {
             return Err(PgError::Closed);
         }
         if self.setup.round_trip_check {
-            conn.simple_query("select 1")?;
+            match remaining {
+                Some(remaining) => conn.is_valid(remaining)?,
+                None => drop(conn.simple_query("select 1")?),
+            }
         }
         Ok(())
     }

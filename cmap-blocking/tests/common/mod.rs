@@ -45,7 +45,19 @@ impl ManageConnection for SyncFake {
         self.open()
     }
 
-    fn check(&self, _conn: &mut Conn) -> Result<(), FakeError> {
+    fn check(&self, conn: &mut Conn) -> Result<(), FakeError> {
+        self.check_within(conn, None)
+    }
+
+    /// Takes `check_us`, cut to what is left of the checkout's deadline
+    /// (then it fails, as a bounded round trip would).
+    fn check_within(&self, _conn: &mut Conn, remaining: Option<Duration>) -> Result<(), FakeError> {
+        let wanted = Duration::from_micros(self.check_us.load(Ordering::SeqCst));
+        let slept = remaining.map_or(wanted, |r| r.min(wanted));
+        thread::sleep(slept);
+        if slept < wanted {
+            return Err(FakeError("check timed out"));
+        }
         self.state.check()
     }
 
