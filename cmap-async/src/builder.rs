@@ -357,6 +357,43 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
         self.build_on(manager, R::default())
     }
 
+    /// Builds the pool on `R::default()` and waits until it holds
+    /// minPoolSize open connections (with minPoolSize 0, until one
+    /// checkout succeeds), at most `timeout`: a service then fails at
+    /// start, with the cause, when its database is unreachable
+    /// (HikariCP's `initializationFailTimeout`, psycopg_pool's
+    /// `open(wait=True)`). See [`Pool::wait_ready`].
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use cmap_async::{BuildError, ManageConnection, Pool, Runtime};
+    /// async fn start<M: ManageConnection, R: Runtime + Default>(m: M) -> Result<Pool<M, R>, BuildError> {
+    ///     Pool::builder()
+    ///         .address("db:5432")
+    ///         .min_pool_size(2)
+    ///         .build_and_wait(m, Duration::from_secs(10))
+    ///         .await
+    /// }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`build`](Self::build), and [`BuildError::NotReady`] at the
+    /// timeout (the pool is closed then).
+    pub async fn build_and_wait(self, manager: M, timeout: Duration) -> Result<Pool<M, R>, BuildError>
+    where
+        R: Default,
+    {
+        let pool = self.build(manager)?;
+        match pool.wait_ready(timeout).await {
+            Ok(()) => Ok(pool),
+            Err(not_ready) => {
+                pool.close();
+                Err(not_ready.into())
+            }
+        }
+    }
+
     /// Builds the pool on the runtime `rt` and starts its background task.
     ///
     /// ```

@@ -198,10 +198,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
             // error. (By id, not by time: a coarse clock gives instants
             // that tie.)
             let fresh = Some(pooled.id()) > issued_before;
-            let mut checking = Checking {
-                shared: self,
-                conn: Some(pooled),
-            };
+            let mut checking = Checking::new(self, pooled);
             // The checkout's one deadline covers the check too: a check
             // still running then (a round trip to a server that stopped
             // answering) is given up, and its connection closed.
@@ -238,6 +235,19 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
 }
 
 impl<M: ManageConnection, R: Runtime> Shared<M, R> {
+    /// An available connection, checked out now without the manager's
+    /// check, or `None` if none is (a checkout with a zero timeout: it
+    /// starts no connection).
+    pub(crate) async fn take_available(&self) -> Option<Pooled<M::Connection>> {
+        let checkout = Checkout {
+            shared: self,
+            limit: Limit::After(Some(Duration::ZERO)),
+            issued_before: None,
+            state: State::Start,
+        };
+        checkout.await.ok()
+    }
+
     /// The error of a checkout whose deadline passed during the manager's
     /// check: a wait-queue timeout, after its whole timeout (`waited`).
     fn check_timed_out(&self, waited: Duration) -> CheckOutError {
@@ -264,18 +274,25 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
 /// A connection under the manager's check. Dropped before it passed (the
 /// check failed, or the `get()` future was dropped during it), its state is
 /// unknown: it is checked in marked errored, and the pool closes it.
-struct Checking<'a, M: ManageConnection, R: Runtime> {
+pub(crate) struct Checking<'a, M: ManageConnection, R: Runtime> {
     shared: &'a Shared<M, R>,
     conn: Option<Pooled<M::Connection>>,
 }
 
-impl<M: ManageConnection, R: Runtime> Checking<'_, M, R> {
-    fn connection(&mut self) -> &mut M::Connection {
+impl<'a, M: ManageConnection, R: Runtime> Checking<'a, M, R> {
+    pub(crate) fn new(shared: &'a Shared<M, R>, conn: Pooled<M::Connection>) -> Self {
+        Checking {
+            shared,
+            conn: Some(conn),
+        }
+    }
+
+    pub(crate) fn connection(&mut self) -> &mut M::Connection {
         self.conn.as_mut().expect("present until it passed")
     }
 
     /// It passed: the caller takes it.
-    fn pass(mut self) -> Pooled<M::Connection> {
+    pub(crate) fn pass(mut self) -> Pooled<M::Connection> {
         self.conn.take().expect("present until it passed")
     }
 }

@@ -96,6 +96,11 @@ pub enum BuildError {
     /// An invalid pool option.
     #[error(transparent)]
     Options(#[from] OptionsError),
+    /// [`PoolBuilder::build_and_wait`](crate::PoolBuilder::build_and_wait):
+    /// the pool did not open its connections in time (the server refused
+    /// or did not answer); the pool was closed.
+    #[error(transparent)]
+    NotReady(#[from] crate::NotReadyError),
 }
 
 /// The error establishment fails with when `connect` takes longer than the

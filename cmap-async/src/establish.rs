@@ -126,5 +126,6 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
                 Err(error) => inner.core.handle_establish_failed(now, id, error),
             };
         });
+        self.established.notify(usize::MAX);
     }
 }

@@ -85,6 +85,7 @@ mod logging;
 mod manager;
 mod panics;
 mod pool;
+mod readiness;
 mod runtime;
 mod shared;
 mod timer;
@@ -103,6 +104,7 @@ pub use logging::LOG_TARGET;
 pub use manager::ManageConnection;
 pub use panics::{Hook, Panicked};
 pub use pool::Pool;
+pub use readiness::{IdleCheck, NotReadyError};
 pub use runtime::Runtime;
 
 pub use cmap_core;

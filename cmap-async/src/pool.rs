@@ -228,6 +228,51 @@ impl<M: ManageConnection, R: Runtime> Pool<M, R> {
             .input(|inner, now| inner.core.handle_clear(now, clear))
     }
 
+    /// Waits until the pool holds minPoolSize open connections, at most
+    /// `timeout` (psycopg_pool's `wait()`); with minPoolSize 0, until one
+    /// checkout succeeds, which proves the server answers. For a service
+    /// that should not take traffic, or start at all, before its database
+    /// does (see also [`PoolBuilder::build_and_wait`]).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use cmap_async::{ManageConnection, Pool, Runtime};
+    /// # async fn run<M: ManageConnection, R: Runtime>(pool: &Pool<M, R>) {
+    /// if let Err(e) = pool.wait_ready(Duration::from_secs(5)).await {
+    ///     eprintln!("database not reachable: {e}"); // names the last connect error
+    /// }
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`NotReadyError`](crate::NotReadyError) at the timeout: how many
+    /// connections it waited for, the pool's counts, and the last
+    /// establishment failure.
+    pub async fn wait_ready(&self, timeout: Duration) -> Result<(), crate::NotReadyError> {
+        self.shared.wait_ready(timeout).await
+    }
+
+    /// Checks every connection idle now with the manager's
+    /// [`check`](ManageConnection::check) (psycopg_pool's `check()`),
+    /// within `timeout` in all; those that fail, or are still being
+    /// checked at the timeout, are closed (reason `error`), and the rest
+    /// go back to the pool. Each is out of the pool while checked, so a
+    /// checkout meanwhile may open a new connection. Returns how many were
+    /// checked and closed.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use cmap_async::{ManageConnection, Pool, Runtime};
+    /// # async fn run<M: ManageConnection, R: Runtime>(pool: &Pool<M, R>) {
+    /// let report = pool.check_idle(Duration::from_secs(2)).await;
+    /// println!("{} checked, {} closed", report.checked, report.closed);
+    /// # }
+    /// ```
+    pub async fn check_idle(&self, timeout: Duration) -> crate::IdleCheck {
+        self.shared.check_idle(timeout).await
+    }
+
     /// Changes minPoolSize and maxPoolSize (0: no limit) while the pool
     /// runs. Growing serves waiting checkouts at once and opens
     /// connections up to the new minimum; shrinking closes idle

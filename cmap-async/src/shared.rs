@@ -56,6 +56,8 @@ pub(crate) struct Shared<M: ManageConnection, R: Runtime> {
     /// Notified when a connection comes back to a closed pool, for
     /// `close_gracefully` waiting for the ones in use.
     returned_after_close: Event,
+    /// Notified when an establishment finished, for `wait_ready`.
+    pub(crate) established: Event,
     /// Live `Pool` handles; the last one dropped closes the pool.
     pub(crate) handles: AtomicUsize,
     /// Which timer task is the pool's: a reset after fork starts a new
@@ -87,6 +89,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
             interrupts: Arc::default(),
             timer: Event::new(),
             returned_after_close: Event::new(),
+            established: Event::new(),
             handles: AtomicUsize::new(1),
             timer_epoch: AtomicU64::new(0),
         })

@@ -148,4 +148,23 @@ impl<M: ManageConnection> PoolBuilder<M> {
         let inner = self.inner.build_on(SyncManager::new(manager), ThreadRuntime)?;
         Ok(Pool::from_async(inner))
     }
+
+    /// Builds the pool and blocks until it holds minPoolSize open
+    /// connections (with minPoolSize 0, until one checkout succeeds), at
+    /// most `timeout`: see [`cmap_async::PoolBuilder::build_and_wait`].
+    ///
+    /// # Errors
+    ///
+    /// As [`build`](Self::build), and [`BuildError::NotReady`] at the
+    /// timeout (the pool is closed then).
+    pub fn build_and_wait(self, manager: M, timeout: Duration) -> Result<Pool<M>, BuildError> {
+        let pool = self.build(manager)?;
+        match pool.wait_ready(timeout) {
+            Ok(()) => Ok(pool),
+            Err(not_ready) => {
+                pool.close();
+                Err(not_ready.into())
+            }
+        }
+    }
 }

@@ -79,9 +79,9 @@ pub use runtime::{unblock, ThreadRuntime, Unblock};
 pub use cmap_async;
 pub use cmap_async::cmap_core;
 pub use cmap_async::{
-    default_reconnect, BuildError, ConnectTimeoutError, EstablishDroppedError, GetError, Hook, Interrupted,
-    Panicked, Runtime, Subscription, ToAddress, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESET_TIMEOUT,
-    DEFAULT_WAIT_QUEUE_TIMEOUT, LOG_TARGET,
+    default_reconnect, BuildError, ConnectTimeoutError, EstablishDroppedError, GetError, Hook, IdleCheck,
+    Interrupted, NotReadyError, Panicked, Runtime, Subscription, ToAddress, DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_RESET_TIMEOUT, DEFAULT_WAIT_QUEUE_TIMEOUT, LOG_TARGET,
 };
 pub use cmap_async::{
     Address, CheckOutError, CheckOutFailedReason, Clear, ClearCause, ClosedReason, ConnectionId,

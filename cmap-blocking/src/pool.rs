@@ -8,7 +8,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use cmap_async::{Address, Clear, Event, GetError, PoolOptions, Stats, Status, Subscription, UsageError};
+use cmap_async::{
+    Address, Clear, Event, GetError, IdleCheck, NotReadyError, PoolOptions, Stats, Status, Subscription,
+    UsageError,
+};
 
 use crate::block_on::block_on;
 use crate::builder::PoolBuilder;
@@ -221,6 +224,23 @@ impl<M: ManageConnection> Pool<M> {
     /// changes minPoolSize and maxPoolSize).
     pub fn options(&self) -> PoolOptions {
         self.inner.options()
+    }
+
+    /// Blocks until the pool holds minPoolSize open connections (with
+    /// minPoolSize 0, until one checkout succeeds), at most `timeout`: see
+    /// [`cmap_async::Pool::wait_ready`].
+    ///
+    /// # Errors
+    ///
+    /// [`NotReadyError`] at the timeout, naming the last connect error.
+    pub fn wait_ready(&self, timeout: Duration) -> Result<(), NotReadyError> {
+        block_on(self.inner.wait_ready(timeout))
+    }
+
+    /// Checks every idle connection now, within `timeout` in all; those
+    /// that fail are closed: see [`cmap_async::Pool::check_idle`].
+    pub fn check_idle(&self, timeout: Duration) -> IdleCheck {
+        block_on(self.inner.check_idle(timeout))
     }
 
     /// Changes minPoolSize and maxPoolSize (0: no limit) while the pool

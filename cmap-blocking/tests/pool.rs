@@ -343,6 +343,26 @@ fn a_blocking_check_is_given_the_time_left_before_the_deadline() {
 }
 
 #[test]
+fn build_and_wait_fails_fast_then_succeeds_and_check_idle_checks_every_idle_one() {
+    let m = SyncFake::default();
+    m.refuse.store(true, Ordering::SeqCst);
+    let err = builder()
+        .min_pool_size(2)
+        .build_and_wait(m.clone(), Duration::from_millis(100))
+        .unwrap_err();
+    assert!(err.to_string().contains("connection refused"), "{err}");
+    m.refuse.store(false, Ordering::SeqCst);
+    let pool = builder()
+        .min_pool_size(2)
+        .build_and_wait(m.clone(), Duration::from_secs(2))
+        .unwrap();
+    assert_eq!(pool.status().available, 2);
+    m.check_fails.store(true, Ordering::SeqCst);
+    let report = pool.check_idle(Duration::from_secs(1));
+    assert_eq!((report.checked, report.closed), (2, 2));
+}
+
+#[test]
 fn min_pool_size_is_kept_and_a_dropped_pool_closes() {
     let m = SyncFake::default();
     let pool = builder().min_pool_size(2).build(m.clone()).unwrap();

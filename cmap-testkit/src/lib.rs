@@ -106,6 +106,8 @@ macro_rules! pool_scenarios {
             a_guard_dropped_while_unwinding_is_closed_not_reset,
             resize_grows_and_shrinks_a_running_pool,
             close_gracefully_waits_for_connections_in_use_then_forces_the_rest,
+            wait_ready_waits_for_the_minimum_and_names_the_cause,
+            check_idle_closes_the_idle_connections_that_fail,
         );
     };
     (@tests $pool:ty, $tasks:ty, $block_on:expr; $($name:ident),* $(,)?) => {

@@ -1109,3 +1109,73 @@ pub async fn close_gracefully_waits_for_connections_in_use_then_forces_the_rest<
     assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
     eventually(&t, "closed", || m.alive() == 0).await;
 }
+
+/// `wait_ready` waits until minPoolSize connections are open, and fails
+/// at its timeout naming the cause when the server refuses; with
+/// minPoolSize 0 one checkout proves the server answers; `build_and_wait`
+/// fails the build then.
+pub async fn wait_ready_waits_for_the_minimum_and_names_the_cause<
+    R: Runtime + Default,
+    T: Runtime + Default,
+>() {
+    let (m, _t) = runtimes::<R, T>();
+    m.connect_us.store(30_000, Ordering::SeqCst);
+    let pool = builder().min_pool_size(2).build(m.clone()).unwrap();
+    let t0 = Instant::now();
+    pool.wait_ready(Duration::from_secs(2)).await.unwrap();
+    assert!(t0.elapsed() >= Duration::from_millis(30), "{:?}", t0.elapsed());
+    assert_eq!(pool.status().available, 2);
+
+    m.connect_us.store(0, Ordering::SeqCst);
+    m.refuse.store(true, Ordering::SeqCst);
+    let pool = builder().min_pool_size(1).build(m.clone()).unwrap();
+    let t0 = Instant::now();
+    let err = pool.wait_ready(Duration::from_millis(200)).await.unwrap_err();
+    assert!(t0.elapsed() >= Duration::from_millis(200), "{:?}", t0.elapsed());
+    assert_eq!(err.wanted, 1);
+    assert!(err.to_string().contains("connection refused"), "{err}");
+    assert!(err.last_error().is_some());
+
+    let none = builder().build(m.clone()).unwrap();
+    assert!(none.wait_ready(Duration::from_millis(100)).await.is_err());
+    let err = builder()
+        .min_pool_size(1)
+        .build_and_wait(m.clone(), Duration::from_millis(100))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, BuildError::NotReady(_)), "{err:?}");
+    m.refuse.store(false, Ordering::SeqCst);
+    none.wait_ready(Duration::from_secs(2)).await.unwrap();
+    assert_eq!(
+        none.status().available,
+        1,
+        "the proving checkout's connection stays idle"
+    );
+}
+
+/// `check_idle` checks every idle connection: the good ones go back, the
+/// ones that fail or outlast the timeout are closed.
+pub async fn check_idle_closes_the_idle_connections_that_fail<R: Runtime + Default, T: Runtime + Default>() {
+    let (m, t) = runtimes::<R, T>();
+    let pool = builder().max_pool_size(3).build(m.clone()).unwrap();
+    let held: Vec<_> = [pool.get().await, pool.get().await, pool.get().await]
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    drop(held);
+    let report = pool.check_idle(Duration::from_secs(1)).await;
+    assert_eq!((report.checked, report.closed), (3, 0));
+    assert_eq!(pool.status().available, 3, "all back");
+    m.check_fails.store(true, Ordering::SeqCst);
+    let report = pool.check_idle(Duration::from_secs(1)).await;
+    assert_eq!((report.checked, report.closed), (3, 3));
+    eventually(&t, "all closed", || m.alive() == 0).await;
+    m.check_fails.store(false, Ordering::SeqCst);
+    drop(pool.get().await.unwrap());
+    m.check_us.store(60_000_000, Ordering::SeqCst);
+    let t0 = Instant::now();
+    let report = pool.check_idle(Duration::from_millis(100)).await;
+    assert_eq!((report.checked, report.closed), (1, 1), "outlasted the timeout");
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    assert_eq!(pool.status().total, 0);
+}

@@ -1,0 +1,154 @@
+//! Operational checks beyond the spec, as psycopg_pool offers them:
+//! waiting until the pool is ready for traffic (`open(wait=True)`,
+//! HikariCP's `initializationFailTimeout`), and checking every idle
+//! connection now (`check()`).
+
+use std::time::Duration;
+
+use cmap_core::{EstablishError, TimeoutContext};
+
+use crate::checkout::Checking;
+use crate::manager::ManageConnection;
+use crate::panics::Hook;
+use crate::runtime::Runtime;
+use crate::shared::Shared;
+use crate::util::{race, Either};
+
+/// The pool did not hold the connections asked for in time: from
+/// [`Pool::wait_ready`](crate::Pool::wait_ready), and the source of
+/// [`BuildError::NotReady`](crate::BuildError::NotReady).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("the pool did not reach {wanted} open connection(s){context}")]
+pub struct NotReadyError {
+    /// How many connections were waited for: minPoolSize, or 1 with none.
+    pub wanted: usize,
+    /// How long it waited, the pool's counts then, and the last
+    /// establishment failure (the cause, when the server refused).
+    pub context: TimeoutContext,
+}
+
+/// Equal when they report the same: counts, wait, and the same cause's
+/// text (an establishment error holds the manager's error, which need not
+/// compare), so that `BuildError` stays comparable.
+impl PartialEq for NotReadyError {
+    fn eq(&self, other: &Self) -> bool {
+        let (a, b) = (&self.context, &other.context);
+        self.wanted == other.wanted
+            && (a.waited, a.max_pool_size, a.status) == (b.waited, b.max_pool_size, b.status)
+            && a.last_error.as_ref().map(ToString::to_string)
+                == b.last_error.as_ref().map(ToString::to_string)
+    }
+}
+
+impl Eq for NotReadyError {}
+
+impl NotReadyError {
+    /// The last establishment failure: why no connection came.
+    pub fn last_error(&self) -> Option<&EstablishError> {
+        self.context.last_error.as_ref()
+    }
+}
+
+/// What [`Pool::check_idle`](crate::Pool::check_idle) did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IdleCheck {
+    /// Idle connections checked.
+    pub checked: usize,
+    /// Those that failed the check (or ran out of time) and were closed.
+    pub closed: usize,
+}
+
+impl<M: ManageConnection, R: Runtime> Shared<M, R> {
+    /// Waits until the pool holds minPoolSize open connections (idle or
+    /// in use), or at least one (a checkout, with minPoolSize 0), at most
+    /// `timeout`.
+    pub(crate) async fn wait_ready(&self, timeout: Duration) -> Result<(), NotReadyError> {
+        let started = self.rt.now();
+        let deadline = started.checked_add(timeout);
+        let wanted = self.lock().core.options().min_pool_size() as usize;
+        if wanted == 0 {
+            // Nothing opens by itself: one checkout proves the server
+            // answers (and leaves its connection idle).
+            return match self.get(Some(timeout)).await {
+                Ok(conn) => {
+                    self.check_in(conn);
+                    Ok(())
+                }
+                Err(_) => Err(self.not_ready(1, started)),
+            };
+        }
+        loop {
+            // Listening first, then looking: no establishment is missed.
+            let established = self.established.listen();
+            let s = self.lock().core.status();
+            if s.available + s.in_use >= wanted {
+                return Ok(());
+            }
+            let Some(deadline) = deadline else {
+                established.await;
+                continue;
+            };
+            if let Either::Right(()) = race(established, self.rt.sleep_until(deadline)).await {
+                let s = self.lock().core.status();
+                if s.available + s.in_use >= wanted {
+                    return Ok(());
+                }
+                return Err(self.not_ready(wanted, started));
+            }
+        }
+    }
+
+    fn not_ready(&self, wanted: usize, started: std::time::Instant) -> NotReadyError {
+        let waited = self.rt.now().saturating_duration_since(started);
+        let inner = self.lock();
+        NotReadyError {
+            wanted,
+            context: TimeoutContext {
+                waited,
+                max_pool_size: inner.core.options().max_pool_size(),
+                status: inner.core.status(),
+                last_error: inner.core.last_establish_error(),
+            },
+        }
+    }
+
+    /// Checks every connection idle now with the manager's check, all
+    /// within `timeout`: each is taken out of the pool (so that the next
+    /// one taken is another), the good ones go back together at the end,
+    /// and the bad ones, or one whose check outlives the timeout, are
+    /// closed.
+    pub(crate) async fn check_idle(&self, timeout: Duration) -> IdleCheck {
+        let deadline = self.rt.now().checked_add(timeout);
+        let idle = self.lock().core.status().available;
+        let mut report = IdleCheck::default();
+        let mut good = Vec::with_capacity(idle);
+        for _ in 0..idle {
+            let Some(conn) = self.take_available().await else {
+                break;
+            };
+            report.checked += 1;
+            let mut checking = Checking::new(self, conn);
+            let check = self.events.panics.guard(Hook::Check, || {
+                self.manager.check_until(checking.connection(), deadline)
+            });
+            let passed = match deadline {
+                Some(deadline) => match race(check, self.rt.sleep_until(deadline)).await {
+                    Either::Left(outcome) => matches!(outcome, Ok(Ok(()))),
+                    Either::Right(()) => false,
+                },
+                None => matches!(check.await, Ok(Ok(()))),
+            };
+            if passed {
+                good.push(checking.pass());
+            } else {
+                // Dropped unpassed: checked in marked errored, closed.
+                drop(checking);
+                report.closed += 1;
+            }
+        }
+        for conn in good {
+            self.check_in(conn);
+        }
+        report
+    }
+}
