@@ -13,7 +13,7 @@
 //! A driver (an adapter for one runtime) owns a [`Pool`] behind a lock and:
 //!
 //! - **Inputs** — calls one `handle_*` method per thing that happened, with
-//!   the clock's current `now`:
+//!   the clock's current `now`: the spec's
 //!   [`handle_check_out`](Pool::handle_check_out),
 //!   [`handle_check_in`](Pool::handle_check_in),
 //!   [`handle_clear`](Pool::handle_clear), [`handle_ready`](Pool::handle_ready),
@@ -21,7 +21,12 @@
 //!   [`handle_established`](Pool::handle_established) /
 //!   [`handle_establish_failed`](Pool::handle_establish_failed),
 //!   [`handle_cancel`](Pool::handle_cancel) and
-//!   [`handle_timeout`](Pool::handle_timeout).
+//!   [`handle_timeout`](Pool::handle_timeout); and beyond it
+//!   [`handle_check_out_until`](Pool::handle_check_out_until) (a deadline
+//!   of the caller's), [`handle_detach`](Pool::handle_detach),
+//!   [`handle_resize`](Pool::handle_resize),
+//!   [`handle_force_close`](Pool::handle_force_close) and
+//!   [`handle_reset_after_fork`](Pool::handle_reset_after_fork).
 //! - **Outputs** — after *every* input, drains
 //!   [`poll_output`](Pool::poll_output) until `None` and carries out each
 //!   [`Action`] (start establishing, deliver to or fail a waiter, close or
@@ -98,10 +103,13 @@ mod invariants;
 mod maintenance;
 mod options;
 mod output;
+mod output_queue;
 mod perish;
 mod pool;
 mod resize;
 mod shutdown;
+#[cfg(test)]
+mod state_table;
 mod stats;
 mod wait_queue;
 

@@ -1,9 +1,27 @@
 //! The pool state machine: every transition of the spec's "Connection Pool
 //! Behaviors", in one place. Inputs are the `handle_*` methods; outputs go
-//! to one ordered queue drained by [`Pool::poll_output`].
+//! to one ordered queue (`output_queue.rs`) drained by
+//! [`Pool::poll_output`].
+//!
+//! What each input does in each state of the pool (checked against the
+//! code, cell by cell, by `state_table.rs`, whose data this is):
+//!
+//! | input | paused | ready | closed |
+//! | --- | --- | --- | --- |
+//! | check out | fails: `PoolClearedError` (retryable) | served by an available connection, or queued (and a connection started for it within the limits) | fails: `PoolClosedError` |
+//! | check in | pooled, or closed if perished (stale after the clear) | handed to the oldest waiter, or pooled; closed if perished | closed (`poolClosed`) |
+//! | established | available (not handed out while paused) | available, then the oldest waiter gets it | disposed of (abandoned at close: its event is out) |
+//! | establish failed (unlabelled) | closed (`error`); a stale failure does not clear again | clears (pauses; waiters fail), closed (`error`), its requester fails with the error; a labelled failure leaves the pool ready | ignored (abandoned at close) |
+//! | clear | stays paused, generation + 1, no event | paused, generation + 1, every waiter fails (retryable) | nothing |
+//! | ready | ready; a background run populates | nothing | `Err(PoolClosed)` |
+//! | close | closed: idle closed, pending abandoned | closed: idle closed, pending abandoned, waiters fail | nothing |
+//! | resize | new sizes; idle above the maximum closed | new sizes; waiters served, idle above the maximum closed | `Err(ResizeClosed)` |
+//! | force close | `Err(NotClosed)` | `Err(NotClosed)` | connections in use interrupted (`poolClosed`) |
 //!
 //! Background runs, reconnect backoff and the timer table live in
-//! `maintenance.rs`; this file is the spec's pseudocode.
+//! `maintenance.rs`, resizing in `resize.rs`, forcing a closed pool's
+//! connections in `shutdown.rs`, the getters in `stats.rs`; this file is
+//! the spec's pseudocode.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -17,7 +35,7 @@ use crate::maintenance::{Backoff, SplitMix64};
 use crate::options::{EstablishFailure, PoolOptions};
 use crate::output::{Action, Output};
 use crate::perish::Judge;
-use crate::stats::{Stats, Status};
+use crate::stats::Stats;
 use crate::wait_queue::{WaitQueue, Waiter};
 use crate::Address;
 
@@ -58,31 +76,79 @@ pub(crate) struct ServiceGeneration {
 }
 
 /// The CMAP connection pool as a deterministic state machine, generic over
-/// the connection type `C`. See the crate documentation for the driver
-/// contract.
+/// the connection type `C`. The crate documentation states the driver
+/// contract with a sketch of its loop; in short:
 ///
-/// Laid out in declaration order (`repr(C)`): what every check out and
-/// check in writes comes first and fits in 96 bytes, so that a driver that
-/// keeps the pool right behind its lock word (as cmap-async does, on a
-/// 128-byte boundary) moves two cache lines between cores per input
-/// instead of one per scattered field. Read-mostly state follows.
+/// - **Inputs** — one `handle_*` call per thing that happened, `now`
+///   first: [`handle_check_out`](Self::handle_check_out) /
+///   [`handle_check_out_until`](Self::handle_check_out_until) (a
+///   checkout, whose outcome comes as `Deliver` or `Fail`),
+///   [`handle_check_in`](Self::handle_check_in),
+///   [`handle_detach`](Self::handle_detach),
+///   [`handle_established`](Self::handle_established),
+///   [`handle_establish_failed`](Self::handle_establish_failed),
+///   [`handle_cancel`](Self::handle_cancel) (a checkout's caller went
+///   away), [`handle_clear`](Self::handle_clear),
+///   [`handle_ready`](Self::handle_ready),
+///   [`handle_close`](Self::handle_close),
+///   [`handle_force_close`](Self::handle_force_close),
+///   [`handle_resize`](Self::handle_resize),
+///   [`handle_reset_after_fork`](Self::handle_reset_after_fork) and
+///   [`handle_timeout`](Self::handle_timeout).
+/// - **Outputs** — after *every* input, drain
+///   [`poll_output`](Self::poll_output) until `None`
+///   ([`has_output`](Self::has_output) says whether there is any), and
+///   carry out the actions and deliver the events in that order.
+/// - **Timers** — sleep until [`poll_timeout`](Self::poll_timeout), then
+///   call `handle_timeout` with the clock's `now`.
+/// - **Getters** — [`status`](Self::status), [`stats`](Self::stats),
+///   [`options`](Self::options), [`state`](Self::state),
+///   [`generation`](Self::generation),
+///   [`service_generation`](Self::service_generation),
+///   [`address`](Self::address), [`now`](Self::now),
+///   [`last_establish_error`](Self::last_establish_error),
+///   [`check_invariants`](Self::check_invariants).
+/// - **Tuning**, for a driver's fast paths:
+///   [`handle_check_out_direct`](Self::handle_check_out_direct) returns a
+///   connection served at once instead of queueing a `Deliver` (for a
+///   driver that waits for its checkouts itself: cmap-async's `get()`);
+///   [`set_events_enabled`](Self::set_events_enabled) stops building
+///   events nobody will read; [`set_events_apart`](Self::set_events_apart)
+///   with [`take_events`](Self::take_events) and
+///   [`pending_events`](Self::pending_events) hands a driver that delivers
+///   events on a path of its own each input's events in one swap.
+///
+/// # Errors
+///
+/// Pool outcomes (a timeout, a cleared or closed pool, a failed
+/// establishment) are outputs. An input returns `Err` only for misuse,
+/// and then changes nothing: [`UsageError`] (an unknown connection or
+/// waiter id, a clear in the wrong mode, readying or resizing a closed
+/// pool, forcing connections of an open one) or [`CheckInError`] (a
+/// connection of another pool, handed back so that nothing is lost).
 #[repr(C)]
 pub struct Pool<C> {
+    /// The fields are laid out in declaration order (`repr(C)`): those
+    /// every check out and check in writes come first and fit in 96
+    /// bytes, so that a driver that keeps the pool right behind its lock
+    /// word (as cmap-async does, on a 128-byte boundary) moves two cache
+    /// lines between cores per input instead of one per scattered field.
+    /// Read-mostly state follows.
     pub(crate) now: Instant,
     /// The hot counters of [`Stats`]; the rest are in `stats`.
     pub(crate) hot: HotCounters,
     pub(crate) conns: ConnectionSet<C>,
     pub(crate) state: PoolState,
-    events_enabled: bool,
+    pub(crate) events_enabled: bool,
     /// Events kept out of `out`, for [`Pool::take_events`].
-    events_apart: bool,
+    pub(crate) events_apart: bool,
     pub(crate) generation: u32,
     pub(crate) options: Arc<PoolOptions>,
     pub(crate) id: PoolId,
     pub(crate) queue: WaitQueue,
     pub(crate) backoff: Backoff,
-    out: VecDeque<Output<C>>,
-    apart: Vec<Event>,
+    pub(crate) out: VecDeque<Output<C>>,
+    pub(crate) apart: Vec<Event>,
     pub(crate) address: Address,
     pub(crate) services: BTreeMap<ServiceId, ServiceGeneration>,
     pub(crate) next_connection_id: u64,
@@ -246,6 +312,11 @@ impl<C> Pool<C> {
 
     /// Gives back a checked-out connection (spec: "Checking In a
     /// Connection"). A connection from another pool is refused and returned.
+    ///
+    /// # Errors
+    ///
+    /// [`CheckInError::WrongPool`] for a connection another pool created;
+    /// it is handed back in the error, and nothing changes.
     pub fn handle_check_in(&mut self, now: Instant, connection: Pooled<C>) -> Result<(), CheckInError<C>> {
         if connection.meta.pool != self.id {
             return Err(CheckInError::WrongPool(connection));
@@ -311,6 +382,11 @@ impl<C> Pool<C> {
 
     /// Takes a checked-out connection out of the pool for good: it stops
     /// counting against `maxPoolSize` and is closed with reason `detached`.
+    ///
+    /// # Errors
+    ///
+    /// [`CheckInError::WrongPool`] for a connection another pool created;
+    /// it is handed back in the error, and nothing changes.
     pub fn handle_detach(&mut self, now: Instant, connection: Pooled<C>) -> Result<C, CheckInError<C>> {
         if connection.meta.pool != self.id {
             return Err(CheckInError::WrongPool(connection));
@@ -327,6 +403,12 @@ impl<C> Pool<C> {
     /// Reports that connection `id` is established; `service_id` is what the
     /// handshake said in load-balanced mode (spec: "Establishing a
     /// Connection").
+    ///
+    /// # Errors
+    ///
+    /// [`UsageError::UnknownConnection`] for an id the pool never issued. A
+    /// result for a connection the pool abandoned is accepted and the
+    /// connection disposed of.
     pub fn handle_established(
         &mut self,
         now: Instant,
@@ -400,6 +482,10 @@ impl<C> Pool<C> {
     ///   `keep_waiting_on_overload`, while the pool retries with backoff;
     /// - any other error fails that checkout, and the pool reacts as
     ///   `EstablishFailure` says (by default, SDAM's reaction: clear).
+    ///
+    /// # Errors
+    ///
+    /// [`UsageError::UnknownConnection`] for an id the pool never issued.
     pub fn handle_establish_failed(
         &mut self,
         now: Instant,
@@ -449,6 +535,11 @@ impl<C> Pool<C> {
     /// generation, the pool paused and every queued checkout failed with a
     /// retryable `PoolClearedError`; in load-balanced mode, only the
     /// service's generation moves.
+    ///
+    /// # Errors
+    ///
+    /// [`UsageError::ClearMode`]: a load-balanced pool is cleared per
+    /// service id, and any other pool without one.
     pub fn handle_clear(&mut self, now: Instant, clear: Clear) -> Result<(), UsageError> {
         self.advance(now);
         if self.options.load_balanced {
@@ -485,6 +576,10 @@ impl<C> Pool<C> {
 
     /// Marks the pool ready (spec: "Marking a Connection Pool as Ready").
     /// Ready already: nothing happens. Closed: an error.
+    ///
+    /// # Errors
+    ///
+    /// [`UsageError::PoolClosed`] once the pool is closed.
     pub fn handle_ready(&mut self, now: Instant) -> Result<(), UsageError> {
         self.advance(now);
         match self.state {
@@ -528,6 +623,12 @@ impl<C> Pool<C> {
     /// Withdraws a queued checkout whose caller went away. It ends without
     /// an outcome. If it was already served (its `Deliver` is in flight),
     /// this is `UnknownWaiter` and the caller must check the connection in.
+    ///
+    /// # Errors
+    ///
+    /// [`UsageError::UnknownWaiter`] when the checkout is no longer queued
+    /// (served, failed or cancelled): if its `Deliver` is in flight, the
+    /// caller checks that connection in.
     pub fn handle_cancel(&mut self, now: Instant, waiter: WaiterId) -> Result<(), UsageError> {
         self.advance(now);
         let Some(queued) = self.queue.remove(waiter) else {
@@ -544,135 +645,6 @@ impl<C> Pool<C> {
         self.advance(now);
         self.run_due_timers();
         self.serve_queue();
-    }
-
-    // ----- outputs ------------------------------------------------------
-
-    /// The next output, in order. Drain until `None` after every input.
-    pub fn poll_output(&mut self) -> Option<Output<C>> {
-        self.out.pop_front()
-    }
-
-    /// Whether [`poll_output`](Self::poll_output) has anything to give: a
-    /// driver can skip its drain after the common input that leaves none
-    /// (events kept apart are counted by
-    /// [`pending_events`](Self::pending_events) instead).
-    #[inline]
-    pub fn has_output(&self) -> bool {
-        !self.out.is_empty()
-    }
-
-    /// Whether events are produced. Off, no event is built at all (the
-    /// fast paths then emit nothing but their action).
-    pub fn set_events_enabled(&mut self, enabled: bool) {
-        // Drivers call this on every input: a store of the same value would
-        // still take the line from the core that wrote it last.
-        if self.events_enabled != enabled {
-            self.events_enabled = enabled;
-        }
-    }
-
-    /// Keeps events apart from actions: `poll_output` then yields only
-    /// actions, and the events wait, in order, for [`Pool::take_events`],
-    /// which takes them all at once. For a driver that delivers events on
-    /// their own path anyway (after the actions of an input are recorded),
-    /// this spares moving each event through the shared stream. Events
-    /// already pending move with the switch.
-    pub fn set_events_apart(&mut self, apart: bool) {
-        if apart == self.events_apart {
-            return;
-        }
-        self.events_apart = apart;
-        if apart {
-            let mut rest = VecDeque::with_capacity(self.out.len());
-            for output in self.out.drain(..) {
-                match output {
-                    Output::Event(event) => self.apart.push(event),
-                    action => rest.push_back(action),
-                }
-            }
-            self.out = rest;
-        } else {
-            self.out.extend(self.apart.drain(..).map(Output::Event));
-        }
-    }
-
-    /// How many events wait for [`Pool::take_events`].
-    pub fn pending_events(&self) -> usize {
-        self.apart.len()
-    }
-
-    /// Appends the events kept apart (see [`Pool::set_events_apart`]) to
-    /// `into`, oldest first. When `into` is empty the two buffers are
-    /// swapped: no event is moved, and both keep their capacity for the
-    /// next input.
-    pub fn take_events(&mut self, into: &mut Vec<Event>) {
-        if into.is_empty() {
-            std::mem::swap(&mut self.apart, into);
-        } else {
-            into.append(&mut self.apart);
-        }
-    }
-
-    /// The pool's address.
-    pub fn address(&self) -> &Address {
-        &self.address
-    }
-    /// The pool's options.
-    pub fn options(&self) -> &PoolOptions {
-        &self.options
-    }
-    /// The pool's state.
-    pub fn state(&self) -> PoolState {
-        self.state
-    }
-    /// The pool's generation (non-load-balanced mode).
-    pub fn generation(&self) -> u32 {
-        self.generation
-    }
-    /// The generation and connection count of a service (load-balanced
-    /// mode); `None` once its last connection is gone.
-    pub fn service_generation(&self, service: ServiceId) -> Option<(u32, u32)> {
-        self.services.get(&service).map(|s| (s.generation, s.count))
-    }
-    /// The spec's counts and the wait-queue length.
-    pub fn status(&self) -> Status {
-        Status {
-            state: self.state,
-            generation: self.generation,
-            total: self.conns.total(),
-            available: self.conns.available_len(),
-            pending: self.conns.pending_len(),
-            in_use: self.conns.in_use_len(),
-            waiting: self.queue.len(),
-        }
-    }
-    /// The pool's clock: the latest `now` an input gave it (at first, the
-    /// one it was created with). It never goes backwards.
-    #[inline]
-    pub fn now(&self) -> Instant {
-        self.now
-    }
-
-    /// The last establishment failure, while the pool has had no success
-    /// since (a timed-out checkout's message names it).
-    pub fn last_establish_error(&self) -> Option<EstablishError> {
-        self.backoff.last_error.clone()
-    }
-
-    /// Counters since the pool was created.
-    pub fn stats(&self) -> Stats {
-        let HotCounters {
-            requests,
-            usage_time,
-            wait_time,
-        } = self.hot;
-        Stats {
-            requests,
-            usage_time,
-            wait_time,
-            ..self.stats.clone()
-        }
     }
 
     // ----- transitions --------------------------------------------------
@@ -750,28 +722,6 @@ impl<C> Pool<C> {
             return Duration::ZERO;
         }
         self.now.saturating_duration_since(then)
-    }
-
-    pub(crate) fn emit(&mut self, make: impl FnOnce(&Self) -> Event) {
-        if self.events_enabled {
-            let event = make(self);
-            self.push_event(event);
-        }
-    }
-
-    /// Queues an event whether or not events are enabled. Inlined: every
-    /// event of a check out and check in comes through here.
-    #[inline]
-    pub(crate) fn push_event(&mut self, event: Event) {
-        if self.events_apart {
-            self.apart.push(event);
-        } else {
-            self.out.push_back(Output::Event(event));
-        }
-    }
-
-    pub(crate) fn push_action(&mut self, action: Action<C>) {
-        self.out.push_back(Output::Action(action));
     }
 
     pub(crate) fn mark_ready(&mut self) {

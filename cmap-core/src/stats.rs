@@ -4,7 +4,13 @@
 
 use std::time::Duration;
 
-use crate::pool::PoolState;
+use std::time::Instant;
+
+use crate::connection::ServiceId;
+use crate::error::EstablishError;
+use crate::options::PoolOptions;
+use crate::pool::{HotCounters, Pool, PoolState};
+use crate::Address;
 
 /// The spec's connection counts and the wait-queue length, at one instant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,4 +65,68 @@ pub struct Stats {
     /// manager's hooks). The core calls no user code: its driver counts
     /// them, and this stays zero in the core's own [`Stats`].
     pub panics_caught: u64,
+}
+
+/// What the pool says about itself: its settings, counts and counters.
+impl<C> Pool<C> {
+    /// The pool's address.
+    pub fn address(&self) -> &Address {
+        &self.address
+    }
+    /// The pool's options.
+    pub fn options(&self) -> &PoolOptions {
+        &self.options
+    }
+    /// The pool's state.
+    pub fn state(&self) -> PoolState {
+        self.state
+    }
+    /// The pool's generation (non-load-balanced mode).
+    pub fn generation(&self) -> u32 {
+        self.generation
+    }
+    /// The generation and connection count of a service (load-balanced
+    /// mode); `None` once its last connection is gone.
+    pub fn service_generation(&self, service: ServiceId) -> Option<(u32, u32)> {
+        self.services.get(&service).map(|s| (s.generation, s.count))
+    }
+    /// The spec's counts and the wait-queue length.
+    pub fn status(&self) -> Status {
+        Status {
+            state: self.state,
+            generation: self.generation,
+            total: self.conns.total(),
+            available: self.conns.available_len(),
+            pending: self.conns.pending_len(),
+            in_use: self.conns.in_use_len(),
+            waiting: self.queue.len(),
+        }
+    }
+    /// The pool's clock: the latest `now` an input gave it (at first, the
+    /// one it was created with). It never goes backwards.
+    #[inline]
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// The last establishment failure, while the pool has had no success
+    /// since (a timed-out checkout's message names it).
+    pub fn last_establish_error(&self) -> Option<EstablishError> {
+        self.backoff.last_error.clone()
+    }
+
+    /// Counters since the pool was created.
+    pub fn stats(&self) -> Stats {
+        let HotCounters {
+            requests,
+            usage_time,
+            wait_time,
+        } = self.hot;
+        Stats {
+            requests,
+            usage_time,
+            wait_time,
+            ..self.stats.clone()
+        }
+    }
 }
