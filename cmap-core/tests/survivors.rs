@@ -1,8 +1,8 @@
 //! Rules that an audit of planted one-line bugs found unguarded (issue 17):
 //! each of these tests fails with the bug it names planted in the core, and
 //! passed no other suite's notice at the time. They are kept apart from
-//! `rules.rs` so that the audit's findings stay together; each names the
-//! spec's words it proves.
+//! the `rules` binary (`tests/rules/`) so that the audit's findings stay
+//! together; each names the spec's words it proves.
 
 mod support;
 

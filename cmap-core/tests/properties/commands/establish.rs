@@ -1,0 +1,164 @@
+//! Establishment results: `Cmd::Established`, `Cmd::EstablishFailed`,
+//! `Cmd::LateResult`, `Cmd::UnknownResult`.
+
+use std::time::{Duration, Instant};
+
+use cmap_core::{ClosedReason, ConnectionId, ServiceId, UsageError};
+
+use crate::model::{Arrival, CState, Failure, Sim};
+use crate::support::{fail_establish, fail_establish_with, Conn};
+use crate::{FailKind, LATE};
+
+impl Sim {
+    /// `Cmd::Established`: a pending connection is established (in
+    /// load-balanced mode, for service `[service; 12]`).
+    pub(crate) fn established(&mut self, now: Instant, pick: usize, service: u8) -> Result<(), String> {
+        let Some(&id) = self.pending.iter().nth(pick % self.pending.len().max(1)) else {
+            return self.after(false);
+        };
+        self.arriving = Some((id, self.conn(id)?.requester));
+        self.arrival = Some(Arrival {
+            id,
+            over: self.over_size_with_arrival(now),
+            delivers: self.delivers,
+            returns_bad: None,
+        });
+        // A success resets the reconnect backoff.
+        self.failing_since = None;
+        self.move_conn(id, &[CState::Pending], CState::Pooled)?;
+        let sid = self.opts.load_balanced.then_some(ServiceId([service; 12]));
+        if let Some(sid) = sid {
+            // Spec ("Load Balancer Mode"): the connection takes its
+            // service's generation, and counts in its entry.
+            let entry = self.services.entry(sid).or_default();
+            entry.1 += 1;
+            let generation = entry.0;
+            let c = self.conn(id)?;
+            c.generation = generation;
+            c.service = Some(sid);
+        }
+        let r = self.pool.handle_established(now, ConnectionId(id), Conn(id), sid);
+        self.told(now);
+        self.log(|| format!("established {id} -> {r:?}"));
+        ensure!(r.is_ok(), "established {id}: {r:?}");
+        self.after(false)
+    }
+
+    /// `Cmd::EstablishFailed`: predicts, from the model alone, whether the
+    /// pool is cleared, which checkout fails with the failure or keeps
+    /// waiting, and whether the reconnect backoff holds or gives up; the
+    /// outputs are checked against that as they come (`on_action`,
+    /// `on_event`) and after the step (`check_failure`).
+    pub(crate) fn establish_failed(
+        &mut self,
+        now: Instant,
+        pick: usize,
+        kind: FailKind,
+    ) -> Result<(), String> {
+        let Some(&id) = self.pending.iter().nth(pick % self.pending.len().max(1)) else {
+            return self.after(false);
+        };
+        // The pool's clock once this input has moved it.
+        let at = now.max(self.pool_now);
+        let (generation, requester) = {
+            let c = self.conn(id)?;
+            (c.generation, c.requester)
+        };
+        // SDAM's reaction clears the pool, unless the error is labelled
+        // (spec: "Backpressure-enabled": SDAM ignores it) or the connection
+        // is of a generation already cleared (spec: "the generation of the
+        // pool when this Connection was created").
+        let clears = !kind.labelled()
+            && !self.opts.keep_ready
+            && !self.opts.load_balanced
+            && !self.closed
+            && generation == self.generation;
+        // The checkout it was made for, unless its deadline passes as this
+        // input lets time pass (it times out first, and forgets it).
+        let requester = requester.filter(|&w| self.waiters[w as usize - 1].deadline.is_none_or(|d| d > at));
+        let keeps_waiting = kind.labelled() && self.opts.keep_waiting;
+        let (victim, kept) = if keeps_waiting {
+            (None, requester)
+        } else {
+            (requester, None)
+        };
+        // The reconnect backoff (its timing is jittered: only whether it
+        // holds at all, and when it gives up, are followed).
+        let mut gives_up = false;
+        if let Some((_, _, give_up, _)) = self.opts.reconnect {
+            let since = *self.failing_since.get_or_insert(at);
+            gives_up = give_up.is_some_and(|g| at - since >= Duration::from_millis(g));
+            if gives_up {
+                self.failing_since = None;
+            }
+        }
+        self.failure = Some(Failure {
+            id,
+            kind,
+            victim,
+            kept,
+            state_before: self.pool.state(),
+            backoff_holds: self.opts.reconnect.is_some() && !gives_up,
+            gives_up,
+            closed_seen: false,
+            connection_errors: 0,
+        });
+        self.arriving = Some((id, requester));
+        self.move_conn(id, &[CState::Pending], CState::Closed)?;
+        self.closing = Some((id, ClosedReason::Error));
+        self.count_closed(id)?;
+        if clears {
+            self.generation += 1;
+        }
+        let r = fail_establish_with(&mut self.pool, now, ConnectionId(id), kind.kind());
+        self.told(now);
+        self.log(|| format!("establish failed {id} {kind:?} -> {r:?}"));
+        ensure!(r.is_ok(), "establish failed {id}: {r:?}");
+        self.after(false)?;
+        self.check_failure()
+    }
+
+    /// `Cmd::LateResult`: a result for a connection no longer pending.
+    pub(crate) fn late_result(&mut self, now: Instant, pick: usize, ok: bool) -> Result<(), String> {
+        if self.not_pending.is_empty() {
+            return self.after(false);
+        }
+        // Mostly the most recently abandoned or reported ones.
+        let n = self.not_pending.len();
+        let id = self.not_pending[n - 1 - pick % n.min(4)];
+        let r = if ok {
+            self.expected_late = Some(id);
+            self.pool
+                .handle_established(now, ConnectionId(id), Conn(LATE + id), None)
+        } else {
+            fail_establish(&mut self.pool, now, ConnectionId(id))
+        };
+        self.told(now);
+        self.log(|| format!("late result {id} ok={ok} -> {r:?}"));
+        ensure!(r.is_ok(), "late result for {id}: {r:?}");
+        self.after(false)
+    }
+
+    /// `Cmd::UnknownResult`: a result for an id never issued: misuse.
+    pub(crate) fn unknown_result(&mut self, now: Instant, ahead: u64, ok: bool) -> Result<(), String> {
+        // Beyond what this very call may start (up to maxConnecting,
+        // if a backoff ends as it advances the clock).
+        let id = ConnectionId(if ahead == 0 {
+            0
+        } else {
+            self.conns.len() as u64 + u64::from(self.opts.max_connecting) + ahead
+        });
+        let r = if ok {
+            self.pool.handle_established(now, id, Conn(LATE + id.0), None)
+        } else {
+            fail_establish(&mut self.pool, now, id)
+        };
+        self.told(now);
+        self.log(|| format!("unknown result {id} -> {r:?}"));
+        ensure!(
+            r == Err(UsageError::UnknownConnection(id)),
+            "result for unknown {id}: {r:?}"
+        );
+        self.after(false)
+    }
+}
