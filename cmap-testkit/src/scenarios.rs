@@ -26,6 +26,14 @@ fn runtimes<R: Default, T: Default>() -> (Fake<R>, T) {
     (Fake::default(), T::default())
 }
 
+/// Drops `conn`, a connection the pool interrupted, and checks that the
+/// manager's reset did not run for it (`why` says why it must not).
+fn give_back_unreset<R: Runtime>(m: &Fake<R>, conn: PooledConnection<'_, Fake<R>>, why: &str) {
+    let resets = m.resets.load(Ordering::SeqCst);
+    drop(conn);
+    assert_eq!(m.resets.load(Ordering::SeqCst), resets, "{why}");
+}
+
 /// A connection is checked out, checked in before `drop` returns, and
 /// reused.
 pub async fn check_out_check_in_and_reuse<R: Runtime + Default, T: Runtime + Default>() {
@@ -338,13 +346,7 @@ pub async fn interrupted_future_resolves_on_an_interrupting_clear<
         pool.status().total == 0
     })
     .await;
-    let resets = m.resets.load(Ordering::SeqCst);
-    drop(conn);
-    assert_eq!(
-        m.resets.load(Ordering::SeqCst),
-        resets,
-        "an interrupted connection is not reset"
-    );
+    give_back_unreset(&m, conn, "an interrupted connection is not reset");
     eventually(&t, "both closed", || m.alive() == 0).await;
     assert_eq!(pool.stats().connections_lost, 1);
 }
@@ -1083,13 +1085,7 @@ pub async fn close_gracefully_waits_for_connections_in_use_then_forces_the_rest<
     assert!(t0.elapsed() >= Duration::from_millis(1500), "{:?}", t0.elapsed());
     assert_eq!(forced, 1, "the one still out");
     assert!(b.is_interrupted());
-    let resets = m.resets.load(Ordering::SeqCst);
-    drop(b);
-    assert_eq!(
-        m.resets.load(Ordering::SeqCst),
-        resets,
-        "no reset for a forced one"
-    );
+    give_back_unreset(&m, b, "no reset for a forced one");
     eventually(&t, "all closed", || m.alive() == 0).await;
     assert_eq!(pool.stats().connections_lost, 1);
 
