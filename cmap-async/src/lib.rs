@@ -81,6 +81,7 @@ mod fork;
 mod guard;
 mod id_map;
 mod interrupt;
+mod leak;
 mod logging;
 mod manager;
 mod panics;

@@ -127,6 +127,15 @@ impl<M: ManageConnection> PoolBuilder<M> {
         self.map(|b| b.reset_timeout(value))
     }
 
+    /// Leak detection (off by default; `None` or zero turns it off): a
+    /// guard held longer than `value` is reported once at WARN with the
+    /// place its `get()` was called, and noted at INFO when it comes back.
+    /// See [`cmap_async::PoolBuilder::leak_detection_threshold`].
+    pub fn leak_detection_threshold(self, value: impl Into<Option<Duration>>) -> Self {
+        let value = value.into();
+        self.map(|b| b.leak_detection_threshold(value))
+    }
+
     /// Leaves the pool paused once built, for a monitor to mark it ready.
     pub fn start_paused(self, value: bool) -> Self {
         self.map(|b| b.start_paused(value))

@@ -106,6 +106,7 @@ macro_rules! pool_scenarios {
             a_guard_dropped_while_unwinding_is_closed_not_reset,
             resize_grows_and_shrinks_a_running_pool,
             close_gracefully_waits_for_connections_in_use_then_forces_the_rest,
+            a_guard_held_past_the_leak_threshold_is_reported_once,
         );
     };
     (@tests $pool:ty, $tasks:ty, $block_on:expr; $($name:ident),* $(,)?) => {

@@ -1109,3 +1109,77 @@ pub async fn close_gracefully_waits_for_connections_in_use_then_forces_the_rest<
     assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
     eventually(&t, "closed", || m.alive() == 0).await;
 }
+
+/// Leak detection: with a 50 ms threshold, a guard given back in time is
+/// not reported; one held past it is reported once (a WARN naming it, how
+/// long it has been held and the line of this file where `get()` was
+/// called, and `Stats::leaks_detected`), however long it is then held, and
+/// noted once at INFO when given back.
+pub async fn a_guard_held_past_the_leak_threshold_is_reported_once<
+    R: Runtime + Default,
+    T: Runtime + Default,
+>() {
+    static POOLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let (m, t) = runtimes::<R, T>();
+    let notices = crate::logs::notices();
+    // Its own host: the scenarios of other runtimes log to the same
+    // global subscriber meanwhile.
+    let host = format!(
+        "leak-{}-{}",
+        std::process::id(),
+        POOLS.fetch_add(1, Ordering::Relaxed)
+    );
+    let pool = builder()
+        .address(format!("{host}:27017").as_str())
+        .max_pool_size(2)
+        .leak_detection_threshold(Duration::from_millis(50))
+        .build(m)
+        .unwrap();
+    drop(pool.get().await.unwrap()); // back in time: nothing
+    let line = line!() + 1;
+    let held = pool.get().await.unwrap();
+    let id = held.connection_id();
+    let t0 = Instant::now();
+    eventually(&t, "the leak is reported", || pool.stats().leaks_detected == 1).await;
+    assert!(t0.elapsed() < Duration::from_millis(1000), "{:?}", t0.elapsed());
+    sleep(&t, Duration::from_millis(120)).await; // past two more thresholds
+    assert_eq!(pool.stats().leaks_detected, 1, "reported once");
+    drop(held);
+    // An owned guard held past it too, given back after the pool closed.
+    let line_owned = line!() + 1;
+    let owned = pool.get_owned().await.unwrap();
+    eventually(&t, "the second leak is reported", || {
+        pool.stats().leaks_detected == 2
+    })
+    .await;
+    pool.close();
+    drop(owned);
+    let logged = notices.of_host(&host);
+    let summary: Vec<(&str, &str)> = logged
+        .iter()
+        .map(|f| (f["level"].as_str(), f["driverConnectionId"].as_str()))
+        .collect();
+    assert_eq!(
+        summary,
+        [("WARN", "1"), ("INFO", "1"), ("WARN", "1"), ("INFO", "1")],
+        "{logged:#?}"
+    );
+    assert_eq!(id, ConnectionId(1));
+    for (fields, line) in logged.chunks(2).zip([line, line_owned]) {
+        let (warn, info) = (&fields[0], &fields[1]);
+        let here = format!("scenarios.rs:{line}:");
+        assert!(warn["location"].contains(&here), "{here} in {warn:?}");
+        assert!(warn["message"].contains(&here), "{here} in {warn:?}");
+        assert!(
+            warn["message"].contains("leak detection threshold of 50 ms"),
+            "{warn:?}"
+        );
+        let held_ms: f64 = warn["durationMS"].parse().unwrap();
+        assert!(held_ms >= 50.0, "{warn:?}");
+        assert_eq!(warn["thresholdMS"], "50.0");
+        assert!(info["message"].contains("was returned after"), "{info:?}");
+        assert_eq!(info["location"], warn["location"]);
+        let back_ms: f64 = info["durationMS"].parse().unwrap();
+        assert!(back_ms >= held_ms, "{info:?}");
+    }
+}
