@@ -159,6 +159,8 @@ pub struct PoolBuilder<M, R> {
     connect_timeout: Option<Duration>,
     reset_timeout: Option<Duration>,
     leak_detection_threshold: Option<Duration>,
+    #[cfg(feature = "metrics")]
+    metrics: bool,
     callbacks: Vec<Callback>,
     _types: PhantomData<fn() -> (M, R)>,
 }
@@ -184,6 +186,8 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
             connect_timeout: Some(DEFAULT_CONNECT_TIMEOUT),
             reset_timeout: Some(DEFAULT_RESET_TIMEOUT),
             leak_detection_threshold: None,
+            #[cfg(feature = "metrics")]
+            metrics: false,
             callbacks: Vec::new(),
             _types: PhantomData,
         }
@@ -357,6 +361,32 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
         self
     }
 
+    /// Exports the pool's metrics through the [`metrics`] facade (feature
+    /// `metrics`; off by default): gauges of its connections and wait
+    /// queue, counters of connections opened and closed and of checkouts
+    /// and their failures, histograms of wait, use and connect times, all
+    /// labelled with the pool's `address` and named `cmap_*` (the list is
+    /// in the guide, section 7). Their handles come from the recorder
+    /// current when [`build`](Self::build) runs: install the exporter's
+    /// recorder first (or build inside `metrics::with_local_recorder`).
+    ///
+    /// It is one more event subscriber (the core builds events, and each
+    /// is counted and then read the pool's status for the gauges); off,
+    /// nothing of it exists.
+    ///
+    /// ```
+    /// # use cmap_async::{ManageConnection, PoolBuilder, Runtime};
+    /// # fn configure<M: ManageConnection, R: Runtime>(b: PoolBuilder<M, R>) -> PoolBuilder<M, R> {
+    /// // metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder()?; first
+    /// b.metrics(true)
+    /// # }
+    /// ```
+    #[cfg(feature = "metrics")]
+    pub fn metrics(mut self, value: bool) -> Self {
+        self.metrics = value;
+        self
+    }
+
     /// Leaves the pool paused once built, as the spec creates it, for a
     /// topology monitor to mark it ready with [`Pool::ready`].
     pub fn start_paused(mut self, value: bool) -> Self {
@@ -426,6 +456,11 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
         };
         let leaks = Leaks::new(self.leak_detection_threshold);
         let shared = Shared::new(manager, rt, address, options, timeouts, core, hub, leaks);
+        #[cfg(feature = "metrics")]
+        if self.metrics {
+            // Before the ready input: the first events count.
+            crate::export::subscribe(&shared);
+        }
         let start_paused = self.start_paused;
         shared.input(|inner, now| {
             if !start_paused {

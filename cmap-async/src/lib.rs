@@ -77,6 +77,8 @@ mod driver;
 mod error;
 mod establish;
 mod events;
+#[cfg(feature = "metrics")]
+mod export;
 mod fork;
 mod guard;
 mod id_map;

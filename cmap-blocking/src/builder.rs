@@ -136,6 +136,13 @@ impl<M: ManageConnection> PoolBuilder<M> {
         self.map(|b| b.leak_detection_threshold(value))
     }
 
+    /// Exports the pool's metrics through the `metrics` facade (feature
+    /// `metrics`): see [`cmap_async::PoolBuilder::metrics`].
+    #[cfg(feature = "metrics")]
+    pub fn metrics(self, value: bool) -> Self {
+        self.map(|b| b.metrics(value))
+    }
+
     /// Leaves the pool paused once built, for a monitor to mark it ready.
     pub fn start_paused(self, value: bool) -> Self {
         self.map(|b| b.start_paused(value))

@@ -18,6 +18,7 @@
 //!   join, sleep, timeout, `eventually`).
 //! - [`logs`]: a `tracing` subscriber that records the spec's log
 //!   messages, and the transcript a pool must log.
+//! - [`recorder`]: a `metrics` recorder that keeps every value.
 //! - [`echo`]: the echo server and printing the examples share.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
@@ -26,6 +27,7 @@ pub mod echo;
 mod fake;
 pub mod logs;
 mod panic_safety;
+pub mod recorder;
 pub mod rt;
 pub mod scenarios;
 pub mod stress;
@@ -107,6 +109,7 @@ macro_rules! pool_scenarios {
             resize_grows_and_shrinks_a_running_pool,
             close_gracefully_waits_for_connections_in_use_then_forces_the_rest,
             a_guard_held_past_the_leak_threshold_is_reported_once,
+            metrics_count_checkouts_through_the_facade,
         );
     };
     (@tests $pool:ty, $tasks:ty, $block_on:expr; $($name:ident),* $(,)?) => {

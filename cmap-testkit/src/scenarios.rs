@@ -1183,3 +1183,86 @@ pub async fn a_guard_held_past_the_leak_threshold_is_reported_once<
         assert!(back_ms >= held_ms, "{info:?}");
     }
 }
+
+/// Metrics export: a pool built with `.metrics(true)` inside
+/// `metrics::with_local_recorder` writes its gauges, counters and
+/// histograms there, labelled with its address, on whatever thread its
+/// events are delivered.
+pub async fn metrics_count_checkouts_through_the_facade<R: Runtime + Default, T: Runtime + Default>() {
+    let (m, t) = runtimes::<R, T>();
+    let rec = crate::recorder::Recording::default();
+    let pool = metrics::with_local_recorder(&rec, || {
+        builder().max_pool_size(2).metrics(true).build(m.clone()).unwrap()
+    });
+    let a = "address=fake:27017";
+    let gauges = |rec: &crate::recorder::Recording| {
+        [
+            "cmap_connections_idle",
+            "cmap_connections_in_use",
+            "cmap_connections_pending",
+            "cmap_connections_total",
+            "cmap_checkouts_waiting",
+        ]
+        .map(|name| rec.gauge(&format!("{name}{{{a}}}")).unwrap())
+    };
+    let first = pool.get().await.unwrap();
+    let mut second = pool.get().await.unwrap();
+    assert_eq!(gauges(&rec), [0.0, 2.0, 0.0, 2.0, 0.0]);
+    drop(first);
+    assert_eq!(gauges(&rec), [1.0, 1.0, 0.0, 2.0, 0.0]);
+    let again = pool.get().await.unwrap();
+    // Both out: a checkout that times out.
+    let err = pool.get_timeout(Duration::from_millis(20)).await.unwrap_err();
+    assert!(err.is_timeout(), "{err}");
+    // One waiting, seen while it waits.
+    let p = pool.clone();
+    let waiter = spawn(&t, async move {
+        p.get_timeout(Duration::from_secs(5)).await.map(|c| c.n)
+    });
+    eventually(&t, "the waiting gauge", || {
+        rec.gauge(&format!("cmap_checkouts_waiting{{{a}}}")) == Some(1.0)
+    })
+    .await;
+    drop(again);
+    assert_eq!(waiter.await.unwrap(), 1);
+    second.mark_broken();
+    drop(second);
+    assert_eq!(gauges(&rec), [1.0, 0.0, 0.0, 1.0, 0.0]);
+    pool.close();
+    assert_eq!(gauges(&rec), [0.0, 0.0, 0.0, 0.0, 0.0]);
+
+    assert_eq!(rec.counter(&format!("cmap_connections_opened_total{{{a}}}")), 2);
+    assert_eq!(rec.counter(&format!("cmap_checkouts_total{{{a}}}")), 4);
+    assert_eq!(
+        rec.counter(&format!("cmap_checkout_failures_total{{{a},reason=timeout}}")),
+        1
+    );
+    assert_eq!(rec.counter(&format!("cmap_checkout_timeouts_total{{{a}}}")), 1);
+    assert_eq!(
+        rec.counter(&format!("cmap_connections_closed_total{{{a},reason=error}}")),
+        1
+    );
+    assert_eq!(
+        rec.counter(&format!("cmap_connections_closed_total{{{a},reason=poolClosed}}")),
+        1
+    );
+    assert_eq!(
+        rec.histogram(&format!("cmap_connection_connect_seconds{{{a}}}"))
+            .len(),
+        2
+    );
+    let waits = rec.histogram(&format!("cmap_checkout_wait_seconds{{{a}}}"));
+    assert_eq!(waits.len(), 4);
+    assert!(waits.iter().all(|w| *w >= 0.0));
+    assert_eq!(
+        rec.histogram(&format!("cmap_connection_use_seconds{{{a}}}"))
+            .len(),
+        4
+    );
+    // Nothing else was registered under another name.
+    assert!(
+        rec.keys().iter().all(|k| k.starts_with("cmap_") && k.contains(a)),
+        "{:?}",
+        rec.keys()
+    );
+}
