@@ -104,7 +104,7 @@ impl Leaks {
 
     /// Guards reported so far.
     pub(crate) fn detected(&self) -> u64 {
-        self.detected.load(Ordering::Relaxed)
+        self.detected.load(Ordering::Acquire)
     }
 
     /// Connection `id` was checked out at `since`, by `caller`.
@@ -207,10 +207,7 @@ impl Leaks {
             book.unreported -= reported;
             next
         };
-        if !due.is_empty() {
-            self.detected.fetch_add(due.len() as u64, Ordering::Relaxed);
-            due.sort_by_key(|r| r.id);
-        }
+        due.sort_by_key(|r| r.id);
         for Report { id, held, caller } in due {
             tracing::warn!(
                 target: LOG_TARGET,
@@ -225,6 +222,9 @@ impl Leaks {
                 millis(held),
                 millis(self.threshold),
             );
+            // Counted once logged: whoever sees the count sees the
+            // warning out (and a return noted after it).
+            self.detected.fetch_add(1, Ordering::Release);
         }
         Next::Sleep(next)
     }
