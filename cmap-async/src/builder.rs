@@ -10,6 +10,7 @@ use cmap_core::{Address, ConnectionString, Event, OptionsError, PoolOptions, Poo
 
 use crate::error::BuildError;
 use crate::events::EventHub;
+use crate::leak::{self, Leaks};
 use crate::manager::ManageConnection;
 use crate::pool::Pool;
 use crate::runtime::Runtime;
@@ -157,6 +158,9 @@ pub struct PoolBuilder<M, R> {
     start_paused: bool,
     connect_timeout: Option<Duration>,
     reset_timeout: Option<Duration>,
+    leak_detection_threshold: Option<Duration>,
+    #[cfg(feature = "metrics")]
+    metrics: bool,
     callbacks: Vec<Callback>,
     _types: PhantomData<fn() -> (M, R)>,
 }
@@ -181,6 +185,9 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
             start_paused: false,
             connect_timeout: Some(DEFAULT_CONNECT_TIMEOUT),
             reset_timeout: Some(DEFAULT_RESET_TIMEOUT),
+            leak_detection_threshold: None,
+            #[cfg(feature = "metrics")]
+            metrics: false,
             callbacks: Vec::new(),
             _types: PhantomData,
         }
@@ -330,6 +337,56 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
         self
     }
 
+    /// Leak detection (HikariCP's `leakDetectionThreshold`; off by
+    /// default, and `None` or zero turns it off): a guard held longer than
+    /// `value` is reported once, by a WARN message of target
+    /// [`LOG_TARGET`](crate::LOG_TARGET) naming the connection, how long it
+    /// has been held and where its `get()` was called, and counted in
+    /// [`Stats::leaks_detected`](crate::Stats::leaks_detected); when it
+    /// comes back, an INFO message says after how long.
+    ///
+    /// Off, it costs nothing per checkout. On, a checkout and its return
+    /// each write one entry of a registry under its own lock, and one task
+    /// per pool wakes at most once per threshold to look at it.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use cmap_async::{ManageConnection, PoolBuilder, Runtime};
+    /// # fn configure<M: ManageConnection, R: Runtime>(b: PoolBuilder<M, R>) -> PoolBuilder<M, R> {
+    /// b.leak_detection_threshold(Duration::from_secs(30))
+    /// # }
+    /// ```
+    pub fn leak_detection_threshold(mut self, value: impl Into<Option<Duration>>) -> Self {
+        self.leak_detection_threshold = value.into();
+        self
+    }
+
+    /// Exports the pool's metrics through the [`metrics`] facade (feature
+    /// `metrics`; off by default): gauges of its connections and wait
+    /// queue, counters of connections opened and closed and of checkouts
+    /// and their failures, histograms of wait, use and connect times, all
+    /// labelled with the pool's `address` and named `cmap_*` (the list is
+    /// in the guide, section 7). Their handles come from the recorder
+    /// current when [`build`](Self::build) runs: install the exporter's
+    /// recorder first (or build inside `metrics::with_local_recorder`).
+    ///
+    /// It is one more event subscriber (the core builds events, and each
+    /// is counted and then read the pool's status for the gauges); off,
+    /// nothing of it exists.
+    ///
+    /// ```
+    /// # use cmap_async::{ManageConnection, PoolBuilder, Runtime};
+    /// # fn configure<M: ManageConnection, R: Runtime>(b: PoolBuilder<M, R>) -> PoolBuilder<M, R> {
+    /// // metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder()?; first
+    /// b.metrics(true)
+    /// # }
+    /// ```
+    #[cfg(feature = "metrics")]
+    pub fn metrics(mut self, value: bool) -> Self {
+        self.metrics = value;
+        self
+    }
+
     /// Leaves the pool paused once built, as the spec creates it, for a
     /// topology monitor to mark it ready with [`Pool::ready`].
     pub fn start_paused(mut self, value: bool) -> Self {
@@ -434,7 +491,13 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
             connect: self.connect_timeout,
             reset: self.reset_timeout,
         };
-        let shared = Shared::new(manager, rt, address, options, timeouts, core, hub);
+        let leaks = Leaks::new(self.leak_detection_threshold);
+        let shared = Shared::new(manager, rt, address, options, timeouts, core, hub, leaks);
+        #[cfg(feature = "metrics")]
+        if self.metrics {
+            // Before the ready input: the first events count.
+            crate::export::subscribe(&shared);
+        }
         let start_paused = self.start_paused;
         shared.input(|inner, now| {
             if !start_paused {
@@ -443,6 +506,9 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
             }
         });
         shared.rt.spawn(timer::run(Arc::downgrade(&shared), 0));
+        if shared.leaks.is_some() {
+            shared.rt.spawn(leak::watch(Arc::downgrade(&shared), 0));
+        }
         Ok(Pool::from_shared(shared))
     }
 }

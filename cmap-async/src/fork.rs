@@ -10,7 +10,7 @@ use cmap_core::PoolState;
 use crate::manager::ManageConnection;
 use crate::runtime::Runtime;
 use crate::shared::Shared;
-use crate::timer;
+use crate::{leak, timer};
 
 impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     pub(crate) fn reset_after_fork(&self) {
@@ -34,5 +34,11 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         });
         self.timer.notify(usize::MAX);
         self.rt.spawn(timer::run(self.me.clone(), epoch));
+        // The leak watcher is gone too (or, without a fork, ends on the
+        // new epoch once woken).
+        if let Some(leaks) = &self.leaks {
+            leaks.wake_all();
+            self.rt.spawn(leak::watch(self.me.clone(), epoch));
+        }
     }
 }

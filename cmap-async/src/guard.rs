@@ -11,6 +11,7 @@ use std::task::{Context, Poll, Waker};
 use cmap_core::{ConnectionId, Pooled, ServiceId};
 
 use crate::interrupt::Interrupted;
+use crate::leak::{Back, Caller};
 use crate::manager::ManageConnection;
 use crate::panics::{Hook, Panics};
 use crate::runtime::Runtime;
@@ -35,6 +36,8 @@ pub(crate) trait Return<M: ManageConnection>: Send + Sync {
     /// An owning handle on the pool, for a guard that must outlive the
     /// borrow it was made with.
     fn handle(&self) -> Arc<dyn Return<M>>;
+    /// A guard watched by leak detection is back (called only for one).
+    fn leak_returned(&self, id: ConnectionId, back: Back);
 }
 
 impl<M: ManageConnection, R: Runtime> Return<M> for Shared<M, R> {
@@ -67,6 +70,27 @@ impl<M: ManageConnection, R: Runtime> Return<M> for Shared<M, R> {
         self.me
             .upgrade()
             .expect("a guard's pool lives while the guard borrows it")
+    }
+    fn leak_returned(&self, id: ConnectionId, back: Back) {
+        if let Some(leaks) = &self.leaks {
+            leaks.returned(id, self.rt.now(), &self.address, back);
+        }
+    }
+}
+
+impl<M: ManageConnection, R: Runtime> Shared<M, R> {
+    /// Starts watching a connection being handed out, when leak detection
+    /// is on; returns whether it did (the guard's `tracked`). Off, this is
+    /// one branch on a field that never changes.
+    #[inline]
+    fn watch(&self, conn: &Pooled<M::Connection>, caller: Caller) -> bool {
+        match &self.leaks {
+            None => false,
+            Some(leaks) => {
+                leaks.checked_out(conn.id(), self.rt.now(), caller);
+                true
+            }
+        }
     }
 }
 
@@ -132,12 +156,19 @@ pub struct PooledConnection<'a, M: ManageConnection> {
     pool: Home<'a, M>,
     /// Close it instead of pooling it again.
     broken: bool,
+    /// Watched by leak detection: its return is reported.
+    tracked: bool,
 }
 
 impl<'a, M: ManageConnection> PooledConnection<'a, M> {
     /// A guard that borrows its pool (from [`Pool::get`](crate::Pool::get)).
-    pub(crate) fn borrowing<R: Runtime>(conn: Pooled<M::Connection>, pool: &'a Shared<M, R>) -> Self {
+    pub(crate) fn borrowing<R: Runtime>(
+        conn: Pooled<M::Connection>,
+        pool: &'a Shared<M, R>,
+        caller: Caller,
+    ) -> Self {
         PooledConnection {
+            tracked: pool.watch(&conn, caller),
             conn: Some(conn),
             pool: Home::Borrowed(pool),
             broken: false,
@@ -146,8 +177,13 @@ impl<'a, M: ManageConnection> PooledConnection<'a, M> {
 
     /// A guard that owns a handle on its pool (from
     /// [`Pool::get_owned`](crate::Pool::get_owned)).
-    pub(crate) fn owning<R: Runtime>(conn: Pooled<M::Connection>, pool: Arc<Shared<M, R>>) -> Self {
+    pub(crate) fn owning<R: Runtime>(
+        conn: Pooled<M::Connection>,
+        pool: Arc<Shared<M, R>>,
+        caller: Caller,
+    ) -> Self {
         PooledConnection {
+            tracked: pool.watch(&conn, caller),
             conn: Some(conn),
             pool: Home::Owned(pool),
             broken: false,
@@ -171,6 +207,7 @@ impl<'a, M: ManageConnection> PooledConnection<'a, M> {
             conn: self.conn.take(),
             pool: Home::Owned(self.pool.to_owned()),
             broken: self.broken,
+            tracked: self.tracked,
         }
     }
 
@@ -227,6 +264,9 @@ impl<'a, M: ManageConnection> PooledConnection<'a, M> {
             .conn
             .take()
             .expect("the connection is present until the guard is consumed");
+        if self.tracked {
+            self.pool.get().leak_returned(conn.id(), Back::Detached);
+        }
         self.pool.get().detach(conn)
     }
 
@@ -263,6 +303,9 @@ impl<M: ManageConnection> Drop for PooledConnection<'_, M> {
     fn drop(&mut self) {
         let Some(mut conn) = self.conn.take() else { return };
         let home = self.pool.get();
+        if self.tracked {
+            home.leak_returned(conn.id(), Back::CheckedIn);
+        }
         if home.is_interrupted(conn.id()) {
             // The pool closes it anyway: no reset, which could talk through
             // a socket that is no longer ours (a clear that interrupted, or

@@ -15,6 +15,11 @@
 //!   connection on checkout, reset it on return and tell a broken one.
 //! - Logs — the spec's "Connection Pool Logging" messages through
 //!   `tracing` at DEBUG, target [`LOG_TARGET`] (`cmap::connection`).
+//! - Leak detection — [`PoolBuilder::leak_detection_threshold`]: a guard
+//!   held too long is reported at WARN with where its `get()` was called.
+//! - Metrics — with the cargo feature `metrics`, `PoolBuilder::metrics(true)`
+//!   exports gauges, counters and histograms through the `metrics` facade
+//!   (names in the guide, section 7).
 //!
 //! ## How the core is driven
 //!
@@ -77,10 +82,13 @@ mod driver;
 mod error;
 mod establish;
 mod events;
+#[cfg(feature = "metrics")]
+mod export;
 mod fork;
 mod guard;
 mod id_map;
 mod interrupt;
+mod leak;
 mod logging;
 mod manager;
 mod panics;

@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::panic::Location;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,6 +13,7 @@ use crate::builder::PoolBuilder;
 use crate::error::GetError;
 use crate::events::{EventStream, Subscription};
 use crate::guard::PooledConnection;
+use crate::leak::Caller;
 use crate::manager::ManageConnection;
 use crate::runtime::Runtime;
 use crate::shared::Shared;
@@ -74,8 +76,9 @@ impl<M: ManageConnection, R: Runtime> Pool<M, R> {
     ///     Ok(())
     /// }
     /// ```
+    #[track_caller]
     pub fn get(&self) -> impl Future<Output = Result<PooledConnection<'_, M>, GetError>> + Send + '_ {
-        self.get_within(self.shared.options.wait_queue_timeout())
+        self.get_within(self.shared.options.wait_queue_timeout(), Location::caller())
     }
 
     /// Checks out a connection, waiting at most `timeout` instead of
@@ -95,21 +98,26 @@ impl<M: ManageConnection, R: Runtime> Pool<M, R> {
     ///     }
     /// }
     /// ```
+    #[track_caller]
     pub fn get_timeout(
         &self,
         timeout: impl Into<Option<Duration>>,
     ) -> impl Future<Output = Result<PooledConnection<'_, M>, GetError>> + Send + '_ {
-        self.get_within(timeout.into())
+        self.get_within(timeout.into(), Location::caller())
     }
 
+    /// The checkout of `get` and `get_timeout`; `caller` is where they
+    /// were called (taken before the future is made: an `async fn` cannot
+    /// track its caller), for leak detection.
     fn get_within(
         &self,
         timeout: Option<Duration>,
+        caller: Caller,
     ) -> impl Future<Output = Result<PooledConnection<'_, M>, GetError>> + Send + '_ {
         let shared = &*self.shared;
         async move {
             let conn = shared.get(timeout).await?;
-            Ok(PooledConnection::borrowing(conn, shared))
+            Ok(PooledConnection::borrowing(conn, shared, caller))
         }
     }
 
@@ -132,31 +140,34 @@ impl<M: ManageConnection, R: Runtime> Pool<M, R> {
     ///     pool.get_owned() // borrows nothing: can be spawned
     /// }
     /// ```
+    #[track_caller]
     pub fn get_owned(
         &self,
     ) -> impl Future<Output = Result<PooledConnection<'static, M>, GetError>> + Send + 'static {
-        self.get_owned_within(self.shared.options.wait_queue_timeout())
+        self.get_owned_within(self.shared.options.wait_queue_timeout(), Location::caller())
     }
 
     /// As [`get_timeout`](Self::get_timeout), borrowing nothing, as
     /// [`get_owned`](Self::get_owned).
+    #[track_caller]
     pub fn get_owned_timeout(
         &self,
         timeout: impl Into<Option<Duration>>,
     ) -> impl Future<Output = Result<PooledConnection<'static, M>, GetError>> + Send + 'static {
-        self.get_owned_within(timeout.into())
+        self.get_owned_within(timeout.into(), Location::caller())
     }
 
     fn get_owned_within(
         &self,
         timeout: Option<Duration>,
+        caller: Caller,
     ) -> impl Future<Output = Result<PooledConnection<'static, M>, GetError>> + Send + 'static {
         // The shared state, not a `Pool` handle: a pending checkout does
         // not keep the pool open.
         let shared = self.shared.clone();
         async move {
             let conn = shared.get(timeout).await?;
-            Ok(PooledConnection::owning(conn, shared))
+            Ok(PooledConnection::owning(conn, shared, caller))
         }
     }
 
@@ -397,6 +408,7 @@ impl<M: ManageConnection, R: Runtime> Pool<M, R> {
     pub fn stats(&self) -> Stats {
         let mut stats = self.shared.lock().core.stats();
         stats.panics_caught = self.shared.events.panics.count();
+        stats.leaks_detected = self.shared.leaks.as_ref().map_or(0, |leaks| leaks.detected());
         stats
     }
 

@@ -14,6 +14,7 @@ use crate::clock::CoarseNow;
 use crate::driver::{lock_slot, Fill, Inner, Mine, MoreWork, Slot, Work};
 use crate::events::EventHub;
 use crate::interrupt::Interrupts;
+use crate::leak::Leaks;
 use crate::manager::ManageConnection;
 use crate::runtime::Runtime;
 use crate::util::{race, Either};
@@ -63,6 +64,9 @@ pub(crate) struct Shared<M: ManageConnection, R: Runtime> {
     /// Which timer task is the pool's: a reset after fork starts a new
     /// one, and an older one that still runs ends.
     pub(crate) timer_epoch: AtomicU64,
+    /// Leak detection, when the builder set a threshold (`None`: off, and
+    /// nothing of it runs).
+    pub(crate) leaks: Option<Box<Leaks>>,
 }
 
 impl<M: ManageConnection, R: Runtime> Shared<M, R> {
@@ -75,6 +79,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         timeouts: Timeouts,
         core: cmap_core::Pool<M::Connection>,
         events: Arc<EventHub>,
+        leaks: Option<Box<Leaks>>,
     ) -> Arc<Self> {
         Arc::new_cyclic(|me| Shared {
             me: me.clone(),
@@ -92,6 +97,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
             established: Event::new(),
             handles: AtomicUsize::new(1),
             timer_epoch: AtomicU64::new(0),
+            leaks,
         })
     }
 
@@ -297,6 +303,10 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         self.input(|inner, now| inner.core.handle_close(now));
         // The timer task ends once it sees the pool closed.
         self.timer.notify_additional(1);
+        // The leak watcher, once every guard is back.
+        if let Some(leaks) = &self.leaks {
+            leaks.close();
+        }
     }
 
     /// Closes the pool, waits until no connection is in use or `timeout`

@@ -127,6 +127,22 @@ impl<M: ManageConnection> PoolBuilder<M> {
         self.map(|b| b.reset_timeout(value))
     }
 
+    /// Leak detection (off by default; `None` or zero turns it off): a
+    /// guard held longer than `value` is reported once at WARN with the
+    /// place its `get()` was called, and noted at INFO when it comes back.
+    /// See [`cmap_async::PoolBuilder::leak_detection_threshold`].
+    pub fn leak_detection_threshold(self, value: impl Into<Option<Duration>>) -> Self {
+        let value = value.into();
+        self.map(|b| b.leak_detection_threshold(value))
+    }
+
+    /// Exports the pool's metrics through the `metrics` facade (feature
+    /// `metrics`): see [`cmap_async::PoolBuilder::metrics`].
+    #[cfg(feature = "metrics")]
+    pub fn metrics(self, value: bool) -> Self {
+        self.map(|b| b.metrics(value))
+    }
+
     /// Leaves the pool paused once built, for a monitor to mark it ready.
     pub fn start_paused(self, value: bool) -> Self {
         self.map(|b| b.start_paused(value))

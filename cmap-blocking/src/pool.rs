@@ -131,6 +131,7 @@ impl<M: ManageConnection> Pool<M> {
     ///
     /// The guard borrows this handle, so a checkout takes no reference
     /// count on the pool; see [`get_owned`](Self::get_owned).
+    #[track_caller]
     pub fn get(&self) -> Result<PooledConnection<'_, M>, GetError> {
         self.after_fork();
         // Pinned where it is made: the checkout future is large, and
@@ -145,6 +146,7 @@ impl<M: ManageConnection> Pool<M> {
     /// # Errors
     ///
     /// As [`get`](Self::get).
+    #[track_caller]
     pub fn get_owned(&self) -> Result<PooledConnection<'static, M>, GetError> {
         self.after_fork();
         block_on(pin!(self.inner.get_owned()))
@@ -157,6 +159,7 @@ impl<M: ManageConnection> Pool<M> {
     /// # Errors
     ///
     /// As [`get`](Self::get).
+    #[track_caller]
     pub fn get_timeout(&self, timeout: Duration) -> Result<PooledConnection<'_, M>, GetError> {
         self.after_fork();
         block_on(pin!(self.inner.get_timeout(timeout)))

@@ -480,3 +480,25 @@ fn threads_with_tiny_timeouts_and_clears_lose_nothing() {
         "many were served"
     );
 }
+
+/// Leak detection through the blocking facade: the location reported is
+/// the line of this file that called the blocking `get`, not the facade's.
+#[test]
+fn a_leak_report_names_the_line_that_called_the_blocking_get() {
+    let notices = cmap_testkit::logs::notices();
+    let host = format!("blocking-leak-{}", std::process::id());
+    let pool = builder()
+        .address(format!("{host}:27017").as_str())
+        .leak_detection_threshold(Duration::from_millis(30))
+        .build(SyncFake::default())
+        .unwrap();
+    let line = line!() + 1;
+    let held = pool.get().unwrap();
+    eventually("reported", || pool.stats().leaks_detected == 1);
+    drop(held);
+    let logged = notices.of_host(&host);
+    assert_eq!(logged.len(), 2, "{logged:#?}");
+    let here = format!("cmap-blocking/tests/pool.rs:{line}:");
+    assert!(logged[0]["location"].contains(&here), "{here} in {:?}", logged[0]);
+    assert_eq!(logged[1]["level"], "INFO");
+}

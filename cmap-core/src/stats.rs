@@ -65,6 +65,10 @@ pub struct Stats {
     /// manager's hooks). The core calls no user code: its driver counts
     /// them, and this stays zero in the core's own [`Stats`].
     pub panics_caught: u64,
+    /// Guards held past the driver's leak detection threshold, reported
+    /// once each. Counted by the driver, as `panics_caught`: zero in the
+    /// core's own [`Stats`].
+    pub leaks_detected: u64,
 }
 
 /// What the pool says about itself: its settings, counts and counters.

@@ -18,6 +18,7 @@
 //!   join, sleep, timeout, `eventually`).
 //! - [`logs`]: a `tracing` subscriber that records the spec's log
 //!   messages, and the transcript a pool must log.
+//! - [`recorder`]: a `metrics` recorder that keeps every value.
 //! - [`echo`]: the echo server and printing the examples share.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
@@ -26,6 +27,7 @@ pub mod echo;
 mod fake;
 pub mod logs;
 mod panic_safety;
+pub mod recorder;
 pub mod rt;
 pub mod scenarios;
 pub mod stress;
@@ -108,6 +110,8 @@ macro_rules! pool_scenarios {
             close_gracefully_waits_for_connections_in_use_then_forces_the_rest,
             wait_ready_waits_for_the_minimum_and_names_the_cause,
             check_idle_closes_the_idle_connections_that_fail,
+            a_guard_held_past_the_leak_threshold_is_reported_once,
+            metrics_count_checkouts_through_the_facade,
         );
     };
     (@tests $pool:ty, $tasks:ty, $block_on:expr; $($name:ident),* $(,)?) => {

@@ -87,3 +87,60 @@ pub fn check_transcript(logged: &[Fields]) {
     assert!(logged[4].contains_key("durationMS"));
     assert_eq!(logged[10]["reason"], "Connection pool was closed");
 }
+
+/// Records the INFO and WARN messages of target `cmap::connection`
+/// (leak detection's), each with its `level`, from every thread: the
+/// process's global subscriber, installed once by [`notices`]. It records
+/// no DEBUG message, so the pools of other tests running meanwhile still
+/// find the spec's messages off and build no events for them.
+#[derive(Clone, Default)]
+pub struct Notices(pub Arc<Mutex<Vec<Fields>>>);
+
+impl Notices {
+    /// The messages recorded so far whose `serverHost` is `host`.
+    pub fn of_host(&self, host: &str) -> Vec<Fields> {
+        let all = self.0.lock().unwrap();
+        all.iter()
+            .filter(|f| f.get("serverHost").is_some_and(|h| h == host))
+            .cloned()
+            .collect()
+    }
+}
+
+impl Subscriber for Notices {
+    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
+        metadata.target() == cmap_async::LOG_TARGET && *metadata.level() <= tracing::Level::INFO
+    }
+    fn new_span(&self, _: &Attributes<'_>) -> Id {
+        Id::from_u64(1)
+    }
+    fn record(&self, _: &Id, _: &Record<'_>) {}
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut fields = Fields::new();
+        fields.insert("level".into(), event.metadata().level().to_string());
+        event.record(&mut Visitor(&mut fields));
+        self.0.lock().unwrap().push(fields);
+    }
+    fn enter(&self, _: &Id) {}
+    fn exit(&self, _: &Id) {}
+}
+
+/// The process's [`Notices`], installed as the global `tracing`
+/// subscriber at the first call: the messages of a pool's background
+/// task come from threads a scoped subscriber does not see.
+///
+/// # Panics
+///
+/// If another global subscriber was installed first.
+pub fn notices() -> Notices {
+    static NOTICES: std::sync::OnceLock<Notices> = std::sync::OnceLock::new();
+    NOTICES
+        .get_or_init(|| {
+            let notices = Notices::default();
+            tracing::subscriber::set_global_default(notices.clone())
+                .expect("no other global subscriber in a test binary running the scenarios");
+            notices
+        })
+        .clone()
+}

@@ -1175,3 +1175,160 @@ pub async fn check_idle_closes_the_idle_connections_that_fail<R: Runtime + Defau
     assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
     assert_eq!(pool.status().total, 0);
 }
+
+/// Leak detection: with a 50 ms threshold, a guard given back in time is
+/// not reported; one held past it is reported once (a WARN naming it, how
+/// long it has been held and the line of this file where `get()` was
+/// called, and `Stats::leaks_detected`), however long it is then held, and
+/// noted once at INFO when given back.
+pub async fn a_guard_held_past_the_leak_threshold_is_reported_once<
+    R: Runtime + Default,
+    T: Runtime + Default,
+>() {
+    static POOLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let (m, t) = runtimes::<R, T>();
+    let notices = crate::logs::notices();
+    // Its own host: the scenarios of other runtimes log to the same
+    // global subscriber meanwhile.
+    let host = format!(
+        "leak-{}-{}",
+        std::process::id(),
+        POOLS.fetch_add(1, Ordering::Relaxed)
+    );
+    let pool = builder()
+        .address(format!("{host}:27017").as_str())
+        .max_pool_size(2)
+        .leak_detection_threshold(Duration::from_millis(50))
+        .build(m)
+        .unwrap();
+    drop(pool.get().await.unwrap()); // back in time: nothing
+    let line = line!() + 1;
+    let held = pool.get().await.unwrap();
+    let id = held.connection_id();
+    let t0 = Instant::now();
+    eventually(&t, "the leak is reported", || pool.stats().leaks_detected == 1).await;
+    assert!(t0.elapsed() < Duration::from_millis(1000), "{:?}", t0.elapsed());
+    sleep(&t, Duration::from_millis(120)).await; // past two more thresholds
+    assert_eq!(pool.stats().leaks_detected, 1, "reported once");
+    drop(held);
+    // An owned guard held past it too, given back after the pool closed.
+    let line_owned = line!() + 1;
+    let owned = pool.get_owned().await.unwrap();
+    eventually(&t, "the second leak is reported", || {
+        pool.stats().leaks_detected == 2
+    })
+    .await;
+    pool.close();
+    drop(owned);
+    let logged = notices.of_host(&host);
+    let summary: Vec<(&str, &str)> = logged
+        .iter()
+        .map(|f| (f["level"].as_str(), f["driverConnectionId"].as_str()))
+        .collect();
+    assert_eq!(
+        summary,
+        [("WARN", "1"), ("INFO", "1"), ("WARN", "1"), ("INFO", "1")],
+        "{logged:#?}"
+    );
+    assert_eq!(id, ConnectionId(1));
+    for (fields, line) in logged.chunks(2).zip([line, line_owned]) {
+        let (warn, info) = (&fields[0], &fields[1]);
+        let here = format!("scenarios.rs:{line}:");
+        assert!(warn["location"].contains(&here), "{here} in {warn:?}");
+        assert!(warn["message"].contains(&here), "{here} in {warn:?}");
+        assert!(
+            warn["message"].contains("leak detection threshold of 50 ms"),
+            "{warn:?}"
+        );
+        let held_ms: f64 = warn["durationMS"].parse().unwrap();
+        assert!(held_ms >= 50.0, "{warn:?}");
+        assert_eq!(warn["thresholdMS"], "50.0");
+        assert!(info["message"].contains("was returned after"), "{info:?}");
+        assert_eq!(info["location"], warn["location"]);
+        let back_ms: f64 = info["durationMS"].parse().unwrap();
+        assert!(back_ms >= held_ms, "{info:?}");
+    }
+}
+
+/// Metrics export: a pool built with `.metrics(true)` inside
+/// `metrics::with_local_recorder` writes its gauges, counters and
+/// histograms there, labelled with its address, on whatever thread its
+/// events are delivered.
+pub async fn metrics_count_checkouts_through_the_facade<R: Runtime + Default, T: Runtime + Default>() {
+    let (m, t) = runtimes::<R, T>();
+    let rec = crate::recorder::Recording::default();
+    let pool = metrics::with_local_recorder(&rec, || {
+        builder().max_pool_size(2).metrics(true).build(m.clone()).unwrap()
+    });
+    let a = "address=fake:27017";
+    let gauges = |rec: &crate::recorder::Recording| {
+        [
+            "cmap_connections_idle",
+            "cmap_connections_in_use",
+            "cmap_connections_pending",
+            "cmap_connections_total",
+            "cmap_checkouts_waiting",
+        ]
+        .map(|name| rec.gauge(&format!("{name}{{{a}}}")).unwrap())
+    };
+    let first = pool.get().await.unwrap();
+    let mut second = pool.get().await.unwrap();
+    assert_eq!(gauges(&rec), [0.0, 2.0, 0.0, 2.0, 0.0]);
+    drop(first);
+    assert_eq!(gauges(&rec), [1.0, 1.0, 0.0, 2.0, 0.0]);
+    let again = pool.get().await.unwrap();
+    // Both out: a checkout that times out.
+    let err = pool.get_timeout(Duration::from_millis(20)).await.unwrap_err();
+    assert!(err.is_timeout(), "{err}");
+    // One waiting, seen while it waits.
+    let p = pool.clone();
+    let waiter = spawn(&t, async move {
+        p.get_timeout(Duration::from_secs(5)).await.map(|c| c.n)
+    });
+    eventually(&t, "the waiting gauge", || {
+        rec.gauge(&format!("cmap_checkouts_waiting{{{a}}}")) == Some(1.0)
+    })
+    .await;
+    drop(again);
+    assert_eq!(waiter.await.unwrap(), 1);
+    second.mark_broken();
+    drop(second);
+    assert_eq!(gauges(&rec), [1.0, 0.0, 0.0, 1.0, 0.0]);
+    pool.close();
+    assert_eq!(gauges(&rec), [0.0, 0.0, 0.0, 0.0, 0.0]);
+
+    assert_eq!(rec.counter(&format!("cmap_connections_opened_total{{{a}}}")), 2);
+    assert_eq!(rec.counter(&format!("cmap_checkouts_total{{{a}}}")), 4);
+    assert_eq!(
+        rec.counter(&format!("cmap_checkout_failures_total{{{a},reason=timeout}}")),
+        1
+    );
+    assert_eq!(rec.counter(&format!("cmap_checkout_timeouts_total{{{a}}}")), 1);
+    assert_eq!(
+        rec.counter(&format!("cmap_connections_closed_total{{{a},reason=error}}")),
+        1
+    );
+    assert_eq!(
+        rec.counter(&format!("cmap_connections_closed_total{{{a},reason=poolClosed}}")),
+        1
+    );
+    assert_eq!(
+        rec.histogram(&format!("cmap_connection_connect_seconds{{{a}}}"))
+            .len(),
+        2
+    );
+    let waits = rec.histogram(&format!("cmap_checkout_wait_seconds{{{a}}}"));
+    assert_eq!(waits.len(), 4);
+    assert!(waits.iter().all(|w| *w >= 0.0));
+    assert_eq!(
+        rec.histogram(&format!("cmap_connection_use_seconds{{{a}}}"))
+            .len(),
+        4
+    );
+    // Nothing else was registered under another name.
+    assert!(
+        rec.keys().iter().all(|k| k.starts_with("cmap_") && k.contains(a)),
+        "{:?}",
+        rec.keys()
+    );
+}

@@ -1,0 +1,326 @@
+//! Leak detection (HikariCP's `leakDetectionThreshold`): a guard held
+//! longer than the builder's threshold is reported once, at WARN, with the
+//! place its `get()` was called; when it comes back, an INFO note says
+//! after how long.
+//!
+//! Off by default, and then it costs nothing: no task, no registry, no
+//! clock read, no lock and no atomic per checkout (the guard carries a
+//! `tracked` flag that stays `false`, and the checkout future the caller's
+//! `&'static Location`, one pointer).
+//!
+//! On, each checkout writes one entry (its instant and the caller's
+//! location) in a registry under its own mutex, and each return removes
+//! it. One watcher task per pool sleeps until the earliest deadline of an
+//! entry not yet reported, reports the ones due and sleeps again: its
+//! cadence is at most one wake per threshold for a steady stream of short
+//! uses, and it sleeps without a deadline while nothing is out.
+
+use std::collections::HashMap;
+use std::panic::Location;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError, Weak};
+use std::time::{Duration, Instant};
+
+use cmap_core::{Address, ConnectionId};
+use event_listener::Event;
+
+use crate::logging::LOG_TARGET;
+use crate::manager::ManageConnection;
+use crate::runtime::Runtime;
+use crate::shared::Shared;
+use crate::util::race;
+
+/// Where a `get()` was called: `#[track_caller]` on the checkout methods.
+pub(crate) type Caller = &'static Location<'static>;
+
+/// One pool's leak detection, present only when a threshold is set.
+pub(crate) struct Leaks {
+    threshold: Duration,
+    book: Mutex<Book>,
+    /// Wakes the watcher: an entry to watch when none was, the pool
+    /// closed, or a reset after fork.
+    wake: Event,
+    /// Guards reported so far (`Stats::leaks_detected`).
+    detected: AtomicU64,
+}
+
+#[derive(Default)]
+struct Book {
+    out: HashMap<ConnectionId, Out>,
+    /// Entries not reported yet: while there are none the watcher sleeps
+    /// without a deadline, so the next checkout wakes it.
+    unreported: usize,
+    /// The pool is closed: the watcher ends once nothing is out.
+    closed: bool,
+}
+
+/// A checked-out connection being watched.
+struct Out {
+    since: Instant,
+    caller: Caller,
+    reported: bool,
+}
+
+/// What the watcher does next.
+enum Next {
+    Sleep(Option<Instant>),
+    Exit,
+}
+
+/// How a watched guard came back.
+#[derive(Clone, Copy)]
+pub(crate) enum Back {
+    CheckedIn,
+    Detached,
+}
+
+/// A report to log once the registry's lock is released.
+struct Report {
+    id: ConnectionId,
+    held: Duration,
+    caller: Caller,
+}
+
+fn millis(d: Duration) -> u128 {
+    d.as_millis()
+}
+
+impl Leaks {
+    /// Leak detection with `threshold`; `None` for no threshold or zero
+    /// (off, as HikariCP's `0`).
+    pub(crate) fn new(threshold: Option<Duration>) -> Option<Box<Leaks>> {
+        let threshold = threshold.filter(|t| !t.is_zero())?;
+        Some(Box::new(Leaks {
+            threshold,
+            book: Mutex::default(),
+            wake: Event::new(),
+            detected: AtomicU64::new(0),
+        }))
+    }
+
+    fn book(&self) -> MutexGuard<'_, Book> {
+        self.book.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Guards reported so far.
+    pub(crate) fn detected(&self) -> u64 {
+        self.detected.load(Ordering::Acquire)
+    }
+
+    /// Connection `id` was checked out at `since`, by `caller`.
+    pub(crate) fn checked_out(&self, id: ConnectionId, since: Instant, caller: Caller) {
+        let first = {
+            let mut book = self.book();
+            book.out.insert(
+                id,
+                Out {
+                    since,
+                    caller,
+                    reported: false,
+                },
+            );
+            book.unreported += 1;
+            book.unreported == 1
+        };
+        // Deadlines come in the order of checkouts: only a watcher that
+        // had nothing to wait for sleeps past this one's.
+        if first {
+            self.wake.notify_additional(1);
+        }
+    }
+
+    /// Connection `id` came back at `now`: one INFO note if it had been
+    /// reported.
+    pub(crate) fn returned(&self, id: ConnectionId, now: Instant, address: &Address, back: Back) {
+        let (out, exit) = {
+            let mut book = self.book();
+            let out = book.out.remove(&id);
+            if out.as_ref().is_some_and(|o| !o.reported) {
+                book.unreported -= 1;
+            }
+            (out, book.closed && book.out.is_empty())
+        };
+        if exit {
+            self.wake.notify_additional(1);
+        }
+        let Some(out) = out.filter(|o| o.reported) else {
+            return;
+        };
+        let held = now.saturating_duration_since(out.since);
+        let how = match back {
+            Back::CheckedIn => "returned",
+            Back::Detached => "detached",
+        };
+        tracing::info!(
+            target: LOG_TARGET,
+            serverHost = address.host(),
+            serverPort = address.port(),
+            driverConnectionId = id.0,
+            durationMS = held.as_secs_f64() * 1000.0,
+            location = %out.caller,
+            "Connection {id} reported as a possible leak was {how} after {} ms",
+            millis(held),
+        );
+    }
+
+    /// The pool closed: the watcher ends once every guard is back.
+    pub(crate) fn close(&self) {
+        self.book().closed = true;
+        self.wake.notify_additional(1);
+    }
+
+    /// Wakes every watcher (a reset after fork replaces it).
+    pub(crate) fn wake_all(&self) {
+        self.wake.notify(usize::MAX);
+    }
+
+    /// Reports the guards held past the threshold at `now`; returns when
+    /// to look again.
+    fn scan(&self, now: Instant, address: &Address) -> Next {
+        let mut due = Vec::new();
+        let next = {
+            let mut book = self.book();
+            if book.closed && book.out.is_empty() {
+                return Next::Exit;
+            }
+            let mut next: Option<Instant> = None;
+            let mut reported = 0;
+            for (id, out) in book.out.iter_mut().filter(|(_, o)| !o.reported) {
+                let deadline = out.since.checked_add(self.threshold);
+                match deadline {
+                    Some(deadline) if deadline > now => {
+                        next = Some(next.map_or(deadline, |n| n.min(deadline)));
+                    }
+                    // Due (or so far off that it cannot be told apart).
+                    Some(_) => {
+                        out.reported = true;
+                        reported += 1;
+                        due.push(Report {
+                            id: *id,
+                            held: now.saturating_duration_since(out.since),
+                            caller: out.caller,
+                        });
+                    }
+                    None => {}
+                }
+            }
+            book.unreported -= reported;
+            next
+        };
+        due.sort_by_key(|r| r.id);
+        for Report { id, held, caller } in due {
+            tracing::warn!(
+                target: LOG_TARGET,
+                serverHost = address.host(),
+                serverPort = address.port(),
+                driverConnectionId = id.0,
+                durationMS = held.as_secs_f64() * 1000.0,
+                thresholdMS = self.threshold.as_secs_f64() * 1000.0,
+                location = %caller,
+                "Connection {id} held for {} ms, longer than the leak detection threshold of {} ms; \
+                 checked out at {caller}",
+                millis(held),
+                millis(self.threshold),
+            );
+            // Counted once logged: whoever sees the count sees the
+            // warning out (and a return noted after it).
+            self.detected.fetch_add(1, Ordering::Release);
+        }
+        Next::Sleep(next)
+    }
+}
+
+/// The watcher task of a pool with leak detection; `epoch` is the pool's
+/// `timer_epoch` it was started for (a reset after fork starts another).
+pub(crate) async fn watch<M: ManageConnection, R: Runtime>(pool: Weak<Shared<M, R>>, epoch: u64) {
+    loop {
+        let Some(shared) = pool.upgrade() else { return };
+        if shared.timer_epoch.load(Ordering::Acquire) != epoch {
+            return;
+        }
+        let Some(leaks) = shared.leaks.as_deref() else {
+            return;
+        };
+        // Listen before looking, so a wake-up in between is not lost.
+        let listener = leaks.wake.listen();
+        let next = leaks.scan(shared.rt.now(), &shared.address);
+        let rt = shared.rt.clone();
+        drop(shared);
+        match next {
+            Next::Exit => return,
+            Next::Sleep(None) => listener.await,
+            Next::Sleep(Some(deadline)) => {
+                race(rt.sleep_until(deadline), listener).await;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn address() -> Address {
+        Address::new("h", 1)
+    }
+
+    #[test]
+    fn zero_or_none_is_off() {
+        assert!(Leaks::new(None).is_none());
+        assert!(Leaks::new(Some(Duration::ZERO)).is_none());
+        assert!(Leaks::new(Some(Duration::from_millis(1))).is_some());
+    }
+
+    #[test]
+    fn a_guard_is_reported_once_past_the_threshold_and_forgotten_when_back() {
+        let leaks = Leaks::new(Some(Duration::from_millis(50))).unwrap();
+        let t0 = Instant::now();
+        let caller = Location::caller();
+        leaks.checked_out(ConnectionId(1), t0, caller);
+        leaks.checked_out(ConnectionId(2), t0 + Duration::from_millis(10), caller);
+        let Next::Sleep(next) = leaks.scan(t0 + Duration::from_millis(20), &address()) else {
+            panic!("open")
+        };
+        assert_eq!(
+            next,
+            Some(t0 + Duration::from_millis(50)),
+            "the earliest deadline"
+        );
+        assert_eq!(leaks.detected(), 0);
+        // Connection 2 comes back in time; 1 does not.
+        leaks.returned(
+            ConnectionId(2),
+            t0 + Duration::from_millis(30),
+            &address(),
+            Back::CheckedIn,
+        );
+        let Next::Sleep(next) = leaks.scan(t0 + Duration::from_millis(50), &address()) else {
+            panic!("open")
+        };
+        assert_eq!((next, leaks.detected()), (None, 1));
+        // Reported once, however often it is looked at.
+        let _ = leaks.scan(t0 + Duration::from_millis(500), &address());
+        assert_eq!(leaks.detected(), 1);
+        assert_eq!(leaks.book().unreported, 0);
+        leaks.returned(
+            ConnectionId(1),
+            t0 + Duration::from_millis(600),
+            &address(),
+            Back::CheckedIn,
+        );
+        assert!(leaks.book().out.is_empty());
+        leaks.close();
+        assert!(matches!(leaks.scan(t0, &address()), Next::Exit));
+    }
+
+    #[test]
+    fn a_closed_pool_is_watched_until_its_guards_are_back() {
+        let leaks = Leaks::new(Some(Duration::from_millis(50))).unwrap();
+        let t0 = Instant::now();
+        leaks.checked_out(ConnectionId(1), t0, Location::caller());
+        leaks.close();
+        assert!(matches!(leaks.scan(t0, &address()), Next::Sleep(Some(_))));
+        leaks.returned(ConnectionId(1), t0, &address(), Back::Detached);
+        assert!(matches!(leaks.scan(t0, &address()), Next::Exit));
+    }
+}
