@@ -9,6 +9,7 @@
 //! cargo run --release -p bench -- events
 //! cargo run --release -p bench -- cycle
 //! cargo run --release -p bench -- pair
+//! cargo run --release -p bench -- instructions --out docs  # instructions per cycle under callgrind
 //! cargo run --release -p bench -- list
 //! cargo run --release -p bench -- outage --out docs  # against PostgreSQL at 127.0.0.1:5432;
 //!                                                     # writes docs/reliability.md
@@ -18,6 +19,7 @@
 
 mod cycle;
 mod harness;
+mod instructions;
 mod outage;
 mod pools;
 mod report;
@@ -41,6 +43,10 @@ commands:
   events   cmap-tokio with a subscriber counting every event vs without
   cycle    ns per uncontended check out + check in, one task, no hold (M = 16)
   pair     the same loop on two threads at once, pinned to cores 0 and 1
+  instructions
+           instructions per check out -> check in under valgrind's callgrind (stable on a busy
+           machine): (a) 1 task, M = 16; (b) 64 tasks, M = 4, hold across one yield_now; with
+           --out DIR writes its table into DIR/benchmarks.md
   all      sweep + spike + events + cycle + pair; with --out DIR also writes DIR/benchmarks.md
            (its generated section) and DIR/img/*.svg
   list     the pools
@@ -63,6 +69,7 @@ options:
   --spike-rounds N     spike rounds, each on a fresh pool (default 5)
   --runs N             outage: runs of every scenario (default 3)
   --spike-delay-ms A,B outage: spikes with the proxy delaying new connections this long (default 0,100)
+  --jobs N             instructions: callgrind runs at a time (default 2)
 ";
 
 /// Everything the command line sets.
@@ -85,6 +92,12 @@ pub struct Options {
     pub spike_rounds: usize,
     pub runs: usize,
     pub spike_delays: Vec<u64>,
+    pub jobs: usize,
+    /// `cycles-inner` (run by `instructions` under callgrind): the pool,
+    /// the regime and the cycles.
+    pub pool: String,
+    pub regime: String,
+    pub n: u64,
 }
 
 fn list<T: std::str::FromStr>(s: &str, flag: &str) -> Result<Vec<T>, String> {
@@ -112,6 +125,10 @@ fn parse(args: Vec<String>) -> Result<Options, String> {
         spike_rounds: 5,
         runs: 3,
         spike_delays: vec![0, 100],
+        jobs: 2,
+        pool: String::new(),
+        regime: "a".to_owned(),
+        n: 0,
     };
     let mut it = args.into_iter();
     while let Some(arg) = it.next() {
@@ -139,6 +156,10 @@ fn parse(args: Vec<String>) -> Result<Options, String> {
             "--spike-rounds" => o.spike_rounds = num(value()?)?.max(1) as usize,
             "--runs" => o.runs = num(value()?)?.max(1) as usize,
             "--spike-delay-ms" => o.spike_delays = list(&value()?, "--spike-delay-ms")?,
+            "--jobs" => o.jobs = num(value()?)?.max(1) as usize,
+            "--pool" => o.pool = value()?,
+            "--regime" => o.regime = value()?,
+            "--n" => o.n = num(value()?)?,
             "--help" => o.command = "help".to_owned(),
             _ => return Err(format!("unknown option {arg}")),
         }
@@ -362,6 +383,19 @@ fn run(o: &Options) -> Result<(), String> {
                 "total {:.1} s (sweep {:.1} s, spike {:.1} s, events {:.1} s)",
                 results.total_s, sweep_s, spike_s, events_s
             );
+        }
+        "instructions" => {
+            let m = instructions::measure(o.pools.as_deref(), o.jobs)?;
+            let text = instructions::markdown(&m, &o.args);
+            if let Some(dir) = &o.out {
+                instructions::write(dir, &text).map_err(|e| format!("writing {}: {e}", dir.display()))?;
+                eprintln!("wrote {}", dir.join("benchmarks.md").display());
+            }
+            println!("{text}");
+            eprintln!("took {:.1} s", m.took.as_secs_f64());
+        }
+        instructions::INNER => {
+            instructions::inner(&o.pool, instructions::Regime::parse(&o.regime)?, o.n)?;
         }
         "outage" => {
             let pools = match &o.pools {
