@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! cargo run --release -p bench -- all --out docs     # everything; rewrites docs/benchmarks.md's
-//!                                                     # generated section and docs/img/*.svg
+//!                                                     # generated section, docs/bench-figures.md
+//!                                                     # and docs/img/*.svg
 //! cargo run --release -p bench -- sweep [--pools cmap-tokio,deadpool] [--m 16] [--t 1,64]
 //! cargo run --release -p bench -- spike
 //! cargo run --release -p bench -- events
@@ -48,7 +49,7 @@ commands:
            machine): (a) 1 task, M = 16; (b) 64 tasks, M = 4, hold across one yield_now; with
            --out DIR writes its table into DIR/benchmarks.md
   all      sweep + spike + events + cycle + pair; with --out DIR also writes DIR/benchmarks.md
-           (its generated section) and DIR/img/*.svg
+           (its generated section), DIR/bench-figures.md (every figure) and DIR/img/*.svg
   list     the pools
   outage   cmap-tokio, cmap-blocking, deadpool and bb8 on PostgreSQL (127.0.0.1:5432) through a
            fault proxy that refuses, cuts, blackholes or delays; with --out DIR writes
@@ -292,27 +293,26 @@ fn events(o: &Options) -> Vec<report::EventPair> {
     pairs
 }
 
-/// Every selected pool's uncontended cycle, best of `reps` runs, as a
-/// table (reps default to 1: pass `--reps 5` for steadier figures).
-fn cycles(o: &Options) -> String {
-    cycle_table(o, "cycle", |e| e.cycle)
+/// Every selected pool's uncontended cycle, `reps` runs each (reps
+/// default to 1: pass `--reps 5` for steadier figures).
+fn cycles(o: &Options) -> report::CycleRuns {
+    cycle_runs(o, "cycle", |e| e.cycle)
 }
 
 /// The same on two pinned threads at once (`bench pair`).
-fn pair_cycles(o: &Options) -> String {
-    cycle_table(o, "pair", |e| e.pair)
+fn pair_cycles(o: &Options) -> report::CycleRuns {
+    cycle_runs(o, "pair", |e| e.pair)
 }
 
-fn cycle_table(o: &Options, what: &str, measure: impl Fn(&Entry) -> fn(u64) -> f64) -> String {
-    let mut table = String::from("| pool | ns per cycle (best) | runs |\n| --- | --: | --- |\n");
+fn cycle_runs(o: &Options, what: &str, measure: impl Fn(&Entry) -> fn(u64) -> f64) -> report::CycleRuns {
+    let mut rows = Vec::new();
     for e in selected(o) {
         let runs: Vec<f64> = (0..o.reps).map(|_| measure(&e)(cycle::CYCLES)).collect();
         let best = runs.iter().copied().fold(f64::INFINITY, f64::min);
-        let all: Vec<String> = runs.iter().map(|r| format!("{r:.0}")).collect();
         eprintln!("  {what} {:<26} {best:>6.0} ns", e.name);
-        table.push_str(&format!("| {} | {best:.0} | {} |\n", e.name, all.join(", ")));
+        rows.push((e.name, runs));
     }
-    table
+    rows
 }
 
 fn run(o: &Options) -> Result<(), String> {
@@ -339,10 +339,10 @@ fn run(o: &Options) -> Result<(), String> {
             println!("{}", report::events_table(&pairs));
         }
         "cycle" => {
-            println!("{}", cycles(o));
+            println!("{}", report::cycle_table(&cycles(o)));
         }
         "pair" => {
-            println!("{}", pair_cycles(o));
+            println!("{}", report::cycle_table(&pair_cycles(o)));
         }
         "all" => {
             eprintln!("sweep");
