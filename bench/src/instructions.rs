@@ -485,8 +485,8 @@ pub fn markdown(m: &Measured, args: &[String]) -> String {
     // Cheaper or dearer than tokio by more than 5%: either misses "within
     // 5%", but a user reads them differently.
     let side = |r: Option<f64>| match r {
-        Some(r) if r < 0.95 => format!("{:.0}% cheaper than cmap-tokio", (1.0 - r) * 100.0),
-        Some(r) if r > 1.05 => format!("{:.0}% dearer than cmap-tokio", (r - 1.0) * 100.0),
+        Some(r) if r < 0.95 => format!("{:.1}% cheaper than cmap-tokio", (1.0 - r) * 100.0),
+        Some(r) if r > 1.05 => format!("{:.1}% dearer than cmap-tokio", (r - 1.0) * 100.0),
         Some(r) => format!("{r:.2}×"),
         None => "—".to_owned(),
     };

@@ -642,7 +642,7 @@ these same-run ratios, not through absolute figures (see the caveats below).\n",
     );
 
     if !ms_of(s, Family::Async).is_empty() {
-        out.push_str("### Async pools\n\n![ops/s vs T](img/bench-async-ops.svg)\n\n![p99 vs T](img/bench-async-p99.svg)\n\n");
+        out.push_str("### Async pools\n\n![ops/s vs T](img/bench-async-ops.svg) ![p99 vs T](img/bench-async-p99.svg)\n\n");
         out.push_str("ops/s ratios (above 1: the first is faster) and p99 checkout latency:\n\n");
         let mut columns: Vec<Column<'_>> = pools_of(s, Family::Async)
             .into_iter()
@@ -656,7 +656,7 @@ these same-run ratios, not through absolute figures (see the caveats below).\n",
     }
 
     if !ms_of(s, Family::Blocking).is_empty() {
-        out.push_str("### Blocking pools\n\n![ops/s vs T](img/bench-blocking-ops.svg)\n\n![p99 vs T](img/bench-blocking-p99.svg)\n\n");
+        out.push_str("### Blocking pools\n\n![ops/s vs T](img/bench-blocking-ops.svg) ![p99 vs T](img/bench-blocking-p99.svg)\n\n");
         let columns: Vec<Column<'_>> = vec![
             ops_ratio(s, "cmap-blocking", "r2d2"),
             ops_ratio(s, "cmap-blocking", "floor-blocking"),
@@ -751,12 +751,10 @@ pub fn write(dir: &Path, r: &Results, section: &str) -> std::io::Result<()> {
     let old = std::fs::read_to_string(&path).unwrap_or_default();
     let new = match (old.find("<!-- bench:begin"), old.find(END)) {
         (Some(b), Some(e)) if e > b => {
-            format!(
-                "{}{}{}",
-                &old[..b],
-                section,
-                &old[e + END.len()..].trim_start_matches('\n')
-            )
+            // The section ends with a newline; a blank line before what follows.
+            let rest = old[e + END.len()..].trim_start_matches('\n');
+            let gap = if rest.is_empty() { "" } else { "\n" };
+            format!("{}{section}{gap}{rest}", &old[..b])
         }
         _ if old.trim().is_empty() => format!("# Benchmarks\n\n{section}"),
         _ => format!("{}\n\n{section}", old.trim_end()),
