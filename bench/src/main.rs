@@ -3,12 +3,14 @@
 //!
 //! ```text
 //! cargo run --release -p bench -- all --out docs     # everything; rewrites docs/benchmarks.md's
-//!                                                     # generated section and docs/img/*.svg
+//!                                                     # generated section, docs/bench-figures.md
+//!                                                     # and docs/img/*.svg
 //! cargo run --release -p bench -- sweep [--pools cmap-tokio,deadpool] [--m 16] [--t 1,64]
 //! cargo run --release -p bench -- spike
 //! cargo run --release -p bench -- events
 //! cargo run --release -p bench -- cycle
 //! cargo run --release -p bench -- pair
+//! cargo run --release -p bench -- instructions --out docs  # instructions per cycle under callgrind
 //! cargo run --release -p bench -- list
 //! cargo run --release -p bench -- outage --out docs  # against PostgreSQL at 127.0.0.1:5432;
 //!                                                     # writes docs/reliability.md
@@ -18,6 +20,7 @@
 
 mod cycle;
 mod harness;
+mod instructions;
 mod outage;
 mod pools;
 mod report;
@@ -41,8 +44,12 @@ commands:
   events   cmap-tokio with a subscriber counting every event vs without
   cycle    ns per uncontended check out + check in, one task, no hold (M = 16)
   pair     the same loop on two threads at once, pinned to cores 0 and 1
+  instructions
+           instructions per check out -> check in under valgrind's callgrind (stable on a busy
+           machine): (a) 1 task, M = 16; (b) 64 tasks, M = 4, hold across one yield_now; with
+           --out DIR writes its table into DIR/benchmarks.md
   all      sweep + spike + events + cycle + pair; with --out DIR also writes DIR/benchmarks.md
-           (its generated section) and DIR/img/*.svg
+           (its generated section), DIR/bench-figures.md (every figure) and DIR/img/*.svg
   list     the pools
   outage   cmap-tokio, cmap-blocking, deadpool and bb8 on PostgreSQL (127.0.0.1:5432) through a
            fault proxy that refuses, cuts, blackholes or delays; with --out DIR writes
@@ -63,6 +70,7 @@ options:
   --spike-rounds N     spike rounds, each on a fresh pool (default 5)
   --runs N             outage: runs of every scenario (default 3)
   --spike-delay-ms A,B outage: spikes with the proxy delaying new connections this long (default 0,100)
+  --jobs N             instructions: callgrind runs at a time (default 2)
 ";
 
 /// Everything the command line sets.
@@ -85,6 +93,12 @@ pub struct Options {
     pub spike_rounds: usize,
     pub runs: usize,
     pub spike_delays: Vec<u64>,
+    pub jobs: usize,
+    /// `cycles-inner` (run by `instructions` under callgrind): the pool,
+    /// the regime and the cycles.
+    pub pool: String,
+    pub regime: String,
+    pub n: u64,
 }
 
 fn list<T: std::str::FromStr>(s: &str, flag: &str) -> Result<Vec<T>, String> {
@@ -112,6 +126,10 @@ fn parse(args: Vec<String>) -> Result<Options, String> {
         spike_rounds: 5,
         runs: 3,
         spike_delays: vec![0, 100],
+        jobs: 2,
+        pool: String::new(),
+        regime: "a".to_owned(),
+        n: 0,
     };
     let mut it = args.into_iter();
     while let Some(arg) = it.next() {
@@ -139,6 +157,10 @@ fn parse(args: Vec<String>) -> Result<Options, String> {
             "--spike-rounds" => o.spike_rounds = num(value()?)?.max(1) as usize,
             "--runs" => o.runs = num(value()?)?.max(1) as usize,
             "--spike-delay-ms" => o.spike_delays = list(&value()?, "--spike-delay-ms")?,
+            "--jobs" => o.jobs = num(value()?)?.max(1) as usize,
+            "--pool" => o.pool = value()?,
+            "--regime" => o.regime = value()?,
+            "--n" => o.n = num(value()?)?,
             "--help" => o.command = "help".to_owned(),
             _ => return Err(format!("unknown option {arg}")),
         }
@@ -271,27 +293,26 @@ fn events(o: &Options) -> Vec<report::EventPair> {
     pairs
 }
 
-/// Every selected pool's uncontended cycle, best of `reps` runs, as a
-/// table (reps default to 1: pass `--reps 5` for steadier figures).
-fn cycles(o: &Options) -> String {
-    cycle_table(o, "cycle", |e| e.cycle)
+/// Every selected pool's uncontended cycle, `reps` runs each (reps
+/// default to 1: pass `--reps 5` for steadier figures).
+fn cycles(o: &Options) -> report::CycleRuns {
+    cycle_runs(o, "cycle", |e| e.cycle)
 }
 
 /// The same on two pinned threads at once (`bench pair`).
-fn pair_cycles(o: &Options) -> String {
-    cycle_table(o, "pair", |e| e.pair)
+fn pair_cycles(o: &Options) -> report::CycleRuns {
+    cycle_runs(o, "pair", |e| e.pair)
 }
 
-fn cycle_table(o: &Options, what: &str, measure: impl Fn(&Entry) -> fn(u64) -> f64) -> String {
-    let mut table = String::from("| pool | ns per cycle (best) | runs |\n| --- | --: | --- |\n");
+fn cycle_runs(o: &Options, what: &str, measure: impl Fn(&Entry) -> fn(u64) -> f64) -> report::CycleRuns {
+    let mut rows = Vec::new();
     for e in selected(o) {
         let runs: Vec<f64> = (0..o.reps).map(|_| measure(&e)(cycle::CYCLES)).collect();
         let best = runs.iter().copied().fold(f64::INFINITY, f64::min);
-        let all: Vec<String> = runs.iter().map(|r| format!("{r:.0}")).collect();
         eprintln!("  {what} {:<26} {best:>6.0} ns", e.name);
-        table.push_str(&format!("| {} | {best:.0} | {} |\n", e.name, all.join(", ")));
+        rows.push((e.name, runs));
     }
-    table
+    rows
 }
 
 fn run(o: &Options) -> Result<(), String> {
@@ -318,10 +339,10 @@ fn run(o: &Options) -> Result<(), String> {
             println!("{}", report::events_table(&pairs));
         }
         "cycle" => {
-            println!("{}", cycles(o));
+            println!("{}", report::cycle_table(&cycles(o)));
         }
         "pair" => {
-            println!("{}", pair_cycles(o));
+            println!("{}", report::cycle_table(&pair_cycles(o)));
         }
         "all" => {
             eprintln!("sweep");
@@ -362,6 +383,19 @@ fn run(o: &Options) -> Result<(), String> {
                 "total {:.1} s (sweep {:.1} s, spike {:.1} s, events {:.1} s)",
                 results.total_s, sweep_s, spike_s, events_s
             );
+        }
+        "instructions" => {
+            let m = instructions::measure(o.pools.as_deref(), o.jobs)?;
+            let text = instructions::markdown(&m, &o.args);
+            if let Some(dir) = &o.out {
+                instructions::write(dir, &text).map_err(|e| format!("writing {}: {e}", dir.display()))?;
+                eprintln!("wrote {}", dir.join("benchmarks.md").display());
+            }
+            println!("{text}");
+            eprintln!("took {:.1} s", m.took.as_secs_f64());
+        }
+        instructions::INNER => {
+            instructions::inner(&o.pool, instructions::Regime::parse(&o.regime)?, o.n)?;
         }
         "outage" => {
             let pools = match &o.pools {

@@ -61,9 +61,9 @@ pub struct Results {
     pub samples: Vec<Sample>,
     pub spikes: Vec<SpikeResult>,
     pub events: Vec<EventPair>,
-    /// `bench cycle` and `bench pair` tables (see `cycle.rs`).
-    pub cycle: String,
-    pub pair: String,
+    /// `bench cycle` and `bench pair` runs (see `cycle.rs`).
+    pub cycle: CycleRuns,
+    pub pair: CycleRuns,
     pub sweep_s: f64,
     pub spike_s: f64,
     pub events_s: f64,
@@ -157,66 +157,6 @@ pub fn full_table(samples: &[Sample]) -> String {
             s.created,
             s.timeouts
         );
-    }
-    out
-}
-
-/// One metric as a matrix: a row per pool, a column per T, for one M.
-fn matrix(samples: &[Sample], family: Family, m: u32, cell: impl Fn(&Sample) -> String) -> String {
-    let ts = ts_of(samples, family);
-    let mut out = String::from("| pool |");
-    for t in &ts {
-        let _ = write!(out, " T={t} |");
-    }
-    out.push_str("\n| --- |");
-    for _ in &ts {
-        out.push_str(" --: |");
-    }
-    out.push('\n');
-    for pool in pools_of(samples, family) {
-        let _ = write!(out, "| {pool} |");
-        for &t in &ts {
-            match find(samples, pool, m, t) {
-                Some(s) => {
-                    let _ = write!(out, " {} |", cell(s));
-                }
-                None => out.push_str(" - |"),
-            }
-        }
-        out.push('\n');
-    }
-    out
-}
-
-/// A ratio of two pools' figures per (M, T): rows are M, columns T.
-fn ratio_table(
-    samples: &[Sample],
-    family: Family,
-    num: &str,
-    den: &str,
-    metric: impl Fn(&Sample) -> f64,
-) -> String {
-    let ts = ts_of(samples, family);
-    let mut out = String::from("| M |");
-    for t in &ts {
-        let _ = write!(out, " T={t} |");
-    }
-    out.push_str("\n| --: |");
-    for _ in &ts {
-        out.push_str(" --: |");
-    }
-    out.push('\n');
-    for m in ms_of(samples, family) {
-        let _ = write!(out, "| {m} |");
-        for &t in &ts {
-            match (find(samples, num, m, t), find(samples, den, m, t)) {
-                (Some(a), Some(b)) => {
-                    let _ = write!(out, " {:.2} |", metric(a) / metric(b));
-                }
-                _ => out.push_str(" - |"),
-            }
-        }
-        out.push('\n');
     }
     out
 }
@@ -591,253 +531,214 @@ pub fn charts(samples: &[Sample]) -> Vec<(&'static str, String)> {
     out
 }
 
-/// The generated section of `benchmarks.md`, markers included.
+/// A table of ratios and p99s per configuration: a row per (M, T), a
+/// column per `(heading, cell)`.
+fn config_table(samples: &[Sample], family: Family, columns: &[Column<'_>]) -> String {
+    let mut out = String::from("| M | T |");
+    for (heading, _) in columns {
+        let _ = write!(out, " {heading} |");
+    }
+    out.push_str("\n| --: | --: |");
+    for _ in columns {
+        out.push_str(" --: |");
+    }
+    out.push('\n');
+    for m in ms_of(samples, family) {
+        for t in ts_of(samples, family) {
+            let _ = write!(out, "| {m} | {t} |");
+            for (_, cell) in columns {
+                let _ = write!(out, " {} |", cell(m, t).unwrap_or_else(|| "-".to_owned()));
+            }
+            out.push('\n');
+        }
+    }
+    out
+}
+
+type Column<'a> = (String, Box<dyn Fn(u32, usize) -> Option<String> + 'a>);
+
+/// `num`'s ops/s over `den`'s at one configuration.
+fn ops_ratio<'a>(s: &'a [Sample], num: &'a str, den: &'a str) -> Column<'a> {
+    (
+        format!("{num} ÷ {den}"),
+        Box::new(move |m, t| {
+            let (a, b) = (find(s, num, m, t)?, find(s, den, m, t)?);
+            Some(format!("{:.2}", a.ops / b.ops))
+        }),
+    )
+}
+
+/// p99 of `a` and of `b`, and their ratio, at one configuration.
+fn p99_pair<'a>(s: &'a [Sample], a: &'a str, b: &'a str) -> Column<'a> {
+    (
+        format!("p99 {a} / {b}"),
+        Box::new(move |m, t| {
+            let (x, y) = (find(s, a, m, t)?, find(s, b, m, t)?);
+            Some(format!(
+                "{} / {} ({:.2})",
+                ns(x.p99_ns),
+                ns(y.p99_ns),
+                x.p99_ns as f64 / y.p99_ns.max(1) as f64
+            ))
+        }),
+    )
+}
+
+/// `bench cycle` or `bench pair`: every run of each pool, in ns per cycle.
+pub type CycleRuns = Vec<(&'static str, Vec<f64>)>;
+
+fn best(runs: &[f64]) -> f64 {
+    runs.iter().copied().fold(f64::INFINITY, f64::min)
+}
+
+/// The table `bench cycle` and `bench pair` print.
+pub fn cycle_table(rows: &CycleRuns) -> String {
+    let mut table = String::from("| pool | ns per cycle (best) | runs |\n| --- | --: | --- |\n");
+    for (name, runs) in rows {
+        let all: Vec<String> = runs.iter().map(|r| format!("{r:.0}")).collect();
+        let _ = writeln!(table, "| {name} | {:.0} | {} |", best(runs), all.join(", "));
+    }
+    table
+}
+
+/// The generated section of `benchmarks.md`, markers included: what a
+/// user needs (the run, the plots, the same-run ratios and p99s, the
+/// spike, the targets). Every figure goes to `bench-figures.md`.
 pub fn markdown(r: &Results) -> String {
     let o = &r.options;
     let s = &r.samples;
     let mut out = String::new();
     let _ = writeln!(out, "{BEGIN}");
-    out.push_str("\n## Pools side by side\n\n");
-    out.push_str(
-        "Every pool goes through the same loop, in the same run: each of T concurrent tasks \
-(OS threads for the blocking pools) repeats *check out → hold → check in* until the window \
-closes. The connection is a trivial value (no I/O), so only the pool's own cost is measured. \
-The pools: cmap-tokio, cmap-async-std (its tasks on smol, and on async-std) and cmap-blocking; deadpool's managed pool, bb8 and mobc (`max_idle` = M: its default of \
-2 would measure a misconfiguration) on tokio; r2d2; and two floors, the simplest correct \
-async pool (a tokio `Semaphore` + a `Mutex<Vec>`) and the simplest blocking one (`Mutex<Vec>` \
-+ `Condvar`). Each is a small module of the `bench` crate (`bench/src/pools/`).\n\n",
-    );
-    let missing: Vec<&str> = ["cmap-async-std/smol", "cmap-async-std/async-std", "cmap-blocking"]
-        .into_iter()
-        .filter(|p| !s.iter().any(|x| x.pool == *p))
-        .collect();
-    if !missing.is_empty() {
-        let _ = writeln!(
-            out,
-            "Not in this run: {} (see the notes below the generated section).\n",
-            missing.join(", ")
-        );
-    }
-
-    out.push_str("### Machine\n\n");
-    let _ = writeln!(out, "`nproc`: {}\n", shell("nproc"));
+    out.push_str("\n## Wall clock: the sweep, the spike, one cycle\n\n");
+    let model = shell("lscpu | sed -n 's/^Model name: *//p' | head -1");
+    let commit = shell("git rev-parse --short HEAD 2>/dev/null");
     let _ = writeln!(
         out,
-        "```text\n$ lscpu | head -20\n{}\n```\n",
-        shell("lscpu | head -20")
-    );
-    out.push_str(
-        "**This task has no many-core machine.** Every figure comes from this 2-core virtual \
-machine, with the runtimes on 2 worker threads: at T = 1024 there are 512 tasks per core, \
-and contention between cores is the contention of two. How the pools scale across many cores \
-(the cost of the one lock under real parallelism) is not measured here. The machine's \
-absolute speed drifts from run to run; compare pools through the ratios measured in the \
-same run, configuration by configuration (every pool of one configuration is measured back \
-to back).\n\n",
-    );
-
-    out.push_str("### Commands\n\n```sh\n");
-    out.push_str(
-        "cargo run --release -p bench -- all --out docs --reps 3   # this section and docs/img/bench-*.svg\n",
-    );
-    out.push_str(
-        "cargo run --release -p bench -- all --out docs            # the same, one repetition (~4 min)\n",
-    );
-    out.push_str("cargo run --release -p bench -- sweep            # the sweep only, printed\n");
-    out.push_str(
-        "cargo run --release -p bench -- sweep --spin-hold-us 10 --pools cmap-tokio,deadpool,floor-async\n",
-    );
-    out.push_str("cargo run --release -p bench -- spike            # the spike scenario only\n");
-    out.push_str("cargo run --release -p bench -- events           # the event-path cost only\n");
-    out.push_str(
-        "cargo run --release -p bench -- cycle --reps 5   # ns per uncontended check out + check in\n",
-    );
-    out.push_str(
-        "cargo run --release -p bench -- pair --reps 5    # the same on two threads pinned to two cores\n",
-    );
-    out.push_str("cargo run --release -p bench -- help             # every option\n```\n\n");
-    let _ = writeln!(
-        out,
-        "This section was generated by `cargo run --release -p bench -- {}`.\n",
-        o.args.join(" ")
-    );
-    let _ = writeln!(
-        out,
-        "This run: warm-up {} ms and window {} ms per configuration, hold = {}, {} runtime worker \
-threads, {} sweep repetition(s) (median kept), {} event-path repetitions, {} spike rounds. \
-The sweep took **{:.0} s**, the spike {:.0} s, the event-path pairs {:.0} s: **{:.0} s** in all.\n",
-        o.warmup.as_millis(),
-        o.measure.as_millis(),
-        o.hold.describe(),
+        "Generated by `cargo run --release -p bench -- {}` at commit `{}`, on {} ({} cores, {} \
+runtime worker threads), in {:.0} s (the sweep {:.0} s, the spike {:.0} s, the event-path \
+pairs {:.0} s): warm-up {} ms and window {} ms per configuration, hold = \
+{}, {} sweep repetition(s) (the median-throughput one kept), {} event-path repetitions, {} \
+spike rounds. Every pool of one configuration is measured back to back; compare pools through \
+these same-run ratios, not through absolute figures (see the caveats below).\n",
+        o.args.join(" "),
+        if commit.is_empty() { "?" } else { &commit },
+        if model.is_empty() {
+            "an unknown CPU"
+        } else {
+            &model
+        },
+        shell("nproc"),
         o.threads,
-        o.reps,
-        o.event_reps,
-        o.spike_rounds,
+        r.total_s,
         r.sweep_s,
         r.spike_s,
         r.events_s,
-        r.total_s
+        o.warmup.as_millis(),
+        o.measure.as_millis(),
+        o.hold.describe(),
+        o.reps,
+        o.event_reps,
+        o.spike_rounds,
     );
-
-    out.push_str("### Method\n\n");
-    out.push_str(
-        "- A fresh multi-thread runtime per configuration (tokio: `new_multi_thread`, \
-one worker per core); the pool is built inside it, then T tasks are spawned.\n\
-- Each configuration: warm-up, then the measured window. **ops/s** = cycles whose checkout \
-completed inside the window ÷ the window.\n\
-- **Latency** (HdrHistogram, 3 significant digits) is measured from the moment the checkout \
-was *requested*: every checkout whose wait overlaps the window is recorded whole, including \
-waits that began during the warm-up and waits still going on when the window closed. No long \
-wait is left out (no coordinated omission in this closed loop).\n\
-- **Fairness** = most ÷ fewest cycles completed by one task in the window (1.00 is perfectly \
-fair, ∞ when a task completed none); **starved** = tasks that completed none.\n\
-- **created** = connects over the whole configuration; **timeouts** = failed checkouts \
-(every pool waits up to 30 s).\n\
-- cmap pools are built with `maxPoolSize` M, `minPoolSize` 0 (the spike: 5), \
-`waitQueueTimeoutMS` 30 s, no event subscriber and no `tracing` subscriber (so no event or \
-log record is built). The others: deadpool `max_size` M with a 30 s wait timeout; bb8 \
-`max_size` M, `connection_timeout` 30 s; mobc `max_open` M, `max_idle` M, `get_timeout` 30 s; \
-r2d2 `max_size` M (its default `min_idle` = M), `connection_timeout` 30 s. Their checkout \
-checks (bb8 `test_on_check_out`, mobc `check`, r2d2 `is_valid`, deadpool `recycle`) are \
-no-ops.\n\
-- The criterion micro-benchmarks of cmap-core's own hot paths are in \
-[cmap-core hot paths](#cmap-core-hot-paths).\n\n",
-    );
-
-    out.push_str("### Targets\n\n| target | verdict | evidence (same run) |\n| --- | --- | --- |\n");
-    for v in verdicts(r) {
-        let _ = writeln!(out, "| {} | {} | {} |", v.target, verdict_word(v.met), v.evidence);
-    }
-    out.push('\n');
 
     if !ms_of(s, Family::Async).is_empty() {
-        out.push_str("### Async pools: throughput\n\n![ops/s vs T](img/bench-async-ops.svg)\n\n");
-        for m in ms_of(s, Family::Async) {
-            let _ = writeln!(out, "ops/s, M = {m}:\n");
-            out.push_str(&matrix(s, Family::Async, m, |x| svg::si(x.ops)));
-            out.push('\n');
-        }
-        out.push_str("### Async pools: p99 checkout latency\n\n![p99 vs T](img/bench-async-p99.svg)\n\n");
-        for m in ms_of(s, Family::Async) {
-            let _ = writeln!(out, "p99 / p99.9, M = {m}:\n");
-            out.push_str(&matrix(s, Family::Async, m, |x| {
-                format!("{} / {}", ns(x.p99_ns), ns(x.p999_ns))
-            }));
-            out.push('\n');
-        }
-        out.push_str("### Ratios from the same run\n\n");
-        let ops = |x: &Sample| x.ops;
-        let p99 = |x: &Sample| x.p99_ns.max(1) as f64;
-        for cmap in pools_of(s, Family::Async).into_iter().filter(|p| is_cmap(p)) {
-            for (den, what, metric) in [
-                ("floor-async", "ops/s", ops as fn(&Sample) -> f64),
-                ("deadpool", "ops/s", ops),
-                ("deadpool", "p99", p99),
-            ] {
-                let _ = writeln!(out, "{what} {cmap} ÷ {den}:\n");
-                out.push_str(&ratio_table(s, Family::Async, cmap, den, metric));
-                out.push('\n');
-            }
-        }
-        out.push_str("### Async pools: fairness (most ÷ fewest cycles per task) and starved tasks\n\n");
-        for m in ms_of(s, Family::Async) {
-            let _ = writeln!(out, "M = {m} (fairness, starved):\n");
-            out.push_str(&matrix(s, Family::Async, m, |x| {
-                if x.t == 1 {
-                    "-".to_owned()
-                } else {
-                    format!("{} ({})", fair(x.fairness), x.starved)
-                }
-            }));
-            out.push('\n');
-        }
+        out.push_str("### Async pools\n\n![ops/s vs T](img/bench-async-ops.svg) ![p99 vs T](img/bench-async-p99.svg)\n\n");
+        out.push_str("ops/s ratios (above 1: the first is faster) and p99 checkout latency:\n\n");
+        let mut columns: Vec<Column<'_>> = pools_of(s, Family::Async)
+            .into_iter()
+            .filter(|p| is_cmap(p))
+            .map(|p| ops_ratio(s, p, "deadpool"))
+            .collect();
+        columns.push(ops_ratio(s, "cmap-tokio", "floor-async"));
+        columns.push(p99_pair(s, "cmap-tokio", "deadpool"));
+        out.push_str(&config_table(s, Family::Async, &columns));
+        out.push('\n');
     }
 
     if !ms_of(s, Family::Blocking).is_empty() {
-        out.push_str("### Blocking pools\n\n![ops/s vs T](img/bench-blocking-ops.svg)\n\n![p99 vs T](img/bench-blocking-p99.svg)\n\n");
-        for m in ms_of(s, Family::Blocking) {
-            let _ = writeln!(out, "M = {m}: ops/s; p99; fairness (starved):\n");
-            out.push_str(&matrix(s, Family::Blocking, m, |x| {
-                format!(
-                    "{}; {}; {} ({})",
-                    svg::si(x.ops),
-                    ns(x.p99_ns),
-                    fair(x.fairness),
-                    x.starved
-                )
-            }));
-            out.push('\n');
-        }
-        for cmap in pools_of(s, Family::Blocking).into_iter().filter(|p| is_cmap(p)) {
-            for den in ["r2d2", "floor-blocking"] {
-                let _ = writeln!(out, "ops/s {cmap} ÷ {den}:\n");
-                out.push_str(&ratio_table(s, Family::Blocking, cmap, den, |x| x.ops));
-                out.push('\n');
-            }
-        }
-        if let (Some(_), Some(_)) = (
-            s.iter().find(|x| x.pool == "r2d2"),
-            s.iter().find(|x| x.pool == "floor-blocking"),
-        ) {
-            out.push_str("ops/s r2d2 ÷ floor-blocking (for scale):\n\n");
-            out.push_str(&ratio_table(s, Family::Blocking, "r2d2", "floor-blocking", |x| {
-                x.ops
-            }));
-            out.push('\n');
-        }
+        out.push_str("### Blocking pools\n\n![ops/s vs T](img/bench-blocking-ops.svg) ![p99 vs T](img/bench-blocking-p99.svg)\n\n");
+        let columns: Vec<Column<'_>> = vec![
+            ops_ratio(s, "cmap-blocking", "r2d2"),
+            ops_ratio(s, "cmap-blocking", "floor-blocking"),
+            p99_pair(s, "cmap-blocking", "r2d2"),
+        ];
+        out.push_str(&config_table(s, Family::Blocking, &columns));
+        out.push('\n');
     }
 
     if !r.spikes.is_empty() {
         out.push_str("### Spike\n\n");
         out.push_str(
-            "Connecting takes 150 ms, each use 2 ms (a sleep while holding the connection), \
-maxPoolSize 50, minPoolSize 5: the pool is pre-warmed (pools with a minimum size keep 5 by \
-themselves and the run waits for them; the others get 5 by checking out 5 at once and \
-returning them), then 50 requests arrive at once. *opened* counts the connects the burst \
-started (up to 300 ms after it ended); *wait* is arrival → checkout, *request* is arrival → \
-end of the use. Each round is a fresh pool; percentiles over all rounds. Connects and uses \
-are timed with async-io's timer on every async runtime (tokio's own rounds a 2 ms sleep up to \
-the next millisecond), and with `thread::sleep` on threads. Pools are compared within their \
-family: an async pool's waiters are tasks, a blocking pool's are threads.\n\n",
+            "50 requests at once on a pool pre-warmed to 5 connections (maxPoolSize 50); a \
+connect takes 150 ms, a use 2 ms. *opened*: connects the burst started; *wait*: arrival → \
+checkout; *request*: arrival → end of the use; percentiles over all rounds, a fresh pool each.\n\n",
         );
         out.push_str(&spike_table(&r.spikes));
         out.push('\n');
     }
 
     if !r.events.is_empty() {
-        out.push_str("### Event-path cost\n\n");
-        out.push_str(
-            "cmap-tokio with a subscriber that counts every event (`on_event` with an atomic \
-increment) against cmap-tokio without one, back to back per configuration and repetition; \
-the ratio is the median of the per-repetition ratios.\n\n",
+        let g = geomean(r.events.iter().map(|p| p.ratio));
+        let worst = r
+            .events
+            .iter()
+            .min_by(|a, b| a.ratio.total_cmp(&b.ratio))
+            .expect("not empty");
+        let _ = writeln!(
+            out,
+            "### Event path\n\ncmap-tokio with a subscriber counting every event ÷ without one, \
+ops/s, back to back over the same (M, T): geometric mean **{g:.3}**, worst {:.3} (M = {}, \
+T = {}). The instruction table above gives the stable per-event figure.\n",
+            worst.ratio, worst.m, worst.t
         );
-        out.push_str(&events_table(&r.events));
-        out.push('\n');
     }
 
     if !r.cycle.is_empty() {
-        out.push_str("### One cycle, alone and on two cores\n\n");
         out.push_str(
-            "ns per check out + check in with no hold (M = 16), best of the runs: one task or \
-thread alone (`bench cycle`: each pool's own per-checkout cost, no second core), then two \
-threads at once pinned to cores 0 and 1 (`bench pair`: the time per cycle of each while the \
-other runs; every line the pool writes crosses between the cores, the regime the sweep at \
-T <= M falls into only some of the time on this machine).\n\n",
+            "### One cycle\n\nns per check out + check in, no hold, M = 16, best of the runs: \
+one task or thread alone (`bench cycle`), and each of two threads pinned to two cores running \
+the loop at once (`bench pair`).\n\n| pool | alone | two cores at once |\n| --- | --: | --: |\n",
         );
-        out.push_str(&r.cycle);
-        out.push('\n');
-        out.push_str(&r.pair);
+        for (name, runs) in &r.cycle {
+            let pair = r
+                .pair
+                .iter()
+                .find(|(p, _)| p == name)
+                .map_or("-".to_owned(), |(_, runs)| format!("{:.0}", best(runs)));
+            let _ = writeln!(out, "| {name} | {:.0} | {pair} |", best(runs));
+        }
         out.push('\n');
     }
 
-    out.push_str("### Every figure\n\n<details><summary>All pools, all configurations</summary>\n\n");
-    out.push_str(&full_table(s));
-    out.push_str("\n</details>\n\n");
+    out.push_str(
+        "### The sweep's targets\n\n| target | verdict | evidence (same run) |\n| --- | --- | --- |\n",
+    );
+    for v in verdicts(r) {
+        let _ = writeln!(out, "| {} | {} | {} |", v.target, verdict_word(v.met), v.evidence);
+    }
+    out.push_str(
+        "\nEvery figure of this run (ops/s, p50, p99, p99.9, max, fairness, starved tasks, \
+connections created, per pool and configuration): [bench-figures.md](bench-figures.md).\n\n",
+    );
     let _ = writeln!(out, "{END}");
     out
 }
 
-/// Writes the SVGs under `dir/img/` and the generated section into
+/// `bench-figures.md`: every figure of the run, for whoever wants them all.
+pub fn figures(r: &Results) -> String {
+    format!(
+        "# Every figure of the last wall-clock run\n\nGenerated by `cargo run --release -p bench -- {}` \
+(see [benchmarks.md](benchmarks.md) for what is measured and how to read it). ops/s: cycles \
+completed in the window per second; latencies from the moment the checkout was requested; \
+fairness: most ÷ fewest cycles completed by one task; starved: tasks that completed none; \
+created: connects over the configuration; timeouts: failed checkouts.\n\n{}",
+        r.options.args.join(" "),
+        full_table(&r.samples)
+    )
+}
+
+/// Writes the SVGs under `dir/img/`, every figure into
+/// `dir/bench-figures.md` and the generated section into
 /// `dir/benchmarks.md`, keeping everything outside the markers.
 pub fn write(dir: &Path, r: &Results, section: &str) -> std::io::Result<()> {
     let img = dir.join("img");
@@ -845,16 +746,15 @@ pub fn write(dir: &Path, r: &Results, section: &str) -> std::io::Result<()> {
     for (name, svg) in charts(&r.samples) {
         std::fs::write(img.join(name), svg)?;
     }
+    std::fs::write(dir.join("bench-figures.md"), figures(r))?;
     let path = dir.join("benchmarks.md");
     let old = std::fs::read_to_string(&path).unwrap_or_default();
     let new = match (old.find("<!-- bench:begin"), old.find(END)) {
         (Some(b), Some(e)) if e > b => {
-            format!(
-                "{}{}{}",
-                &old[..b],
-                section,
-                &old[e + END.len()..].trim_start_matches('\n')
-            )
+            // The section ends with a newline; a blank line before what follows.
+            let rest = old[e + END.len()..].trim_start_matches('\n');
+            let gap = if rest.is_empty() { "" } else { "\n" };
+            format!("{}{section}{gap}{rest}", &old[..b])
         }
         _ if old.trim().is_empty() => format!("# Benchmarks\n\n{section}"),
         _ => format!("{}\n\n{section}", old.trim_end()),

@@ -11,7 +11,7 @@ use super::cmap_async::{configured, get, Manager};
 use super::{AsyncPool, Setup};
 use crate::rt::Tokio;
 
-fn build(setup: &Setup, subscribe: bool) -> Pool<Manager> {
+fn build<const RS: bool>(setup: &Setup, subscribe: bool) -> Pool<Manager<RS>> {
     let (mut builder, manager) = configured(setup);
     if subscribe {
         let events = setup.events.clone();
@@ -51,6 +51,23 @@ impl AsyncPool for CmapTokioEvents {
 
     fn build(setup: &Setup) -> impl Future<Output = Self> + Send {
         std::future::ready(CmapTokioEvents(build(setup, true)))
+    }
+
+    fn get(&self) -> impl Future<Output = Result<Self::Guard<'_>, String>> + Send {
+        get(&self.0)
+    }
+}
+
+pub struct CmapTokioResets(Pool<Manager<true>>);
+
+impl AsyncPool for CmapTokioResets {
+    const NAME: &'static str = "cmap-tokio+resets";
+    const NATIVE_MIN: bool = true;
+    type Rt = Tokio;
+    type Guard<'a> = PooledConnection<'a, Manager<true>>;
+
+    fn build(setup: &Setup) -> impl Future<Output = Self> + Send {
+        std::future::ready(CmapTokioResets(build(setup, false)))
     }
 
     fn get(&self) -> impl Future<Output = Result<Self::Guard<'_>, String>> + Send {
