@@ -1009,7 +1009,7 @@ fn document(o: &OutageOptions, body: &str, loads: &[String], secs: f64, path: &P
          (cmap-tokio, deadpool and bb8 with `tokio-postgres` on a 2-worker tokio runtime; cmap-blocking with the \
          synchronous `postgres` crate on 50 threads). The managers are written in `bench/src/outage/pg.rs`, the \
          same for every pool: connect, refuse a closed session before handing it out (in the blackhole \
-         scenario: a `select 1` round trip instead). Each pool gets a fresh proxy and runs alone; every scenario \
+         scenario: a round trip instead, `select 1`, which the blocking manager bounds by the time left before the checkout's deadline). Each pool gets a fresh proxy and runs alone; every scenario \
          runs for every pool, {runs} times. Each cell is the minimum–maximum over the {runs} runs.\n\n\
          ```sh\ncargo run --release -p bench -- outage --out docs\n```\n\n\
          (this run: `bench {args}`, {secs:.0} s). The *targets* column compares the worst run with issue 16's \
