@@ -272,10 +272,24 @@ mod tests {
                     removed += 1;
                 }
                 let bound = 2 * q.len() + COMPACT_SLACK;
-                assert!(q.slots.len() <= bound, "{} slots for {} waiters", q.slots.len(), q.len());
-                assert!(q.fifo.len() <= bound, "{} deadlines for {} waiters", q.fifo.len(), q.len());
+                assert!(
+                    q.slots.len() <= bound,
+                    "{} slots for {} waiters",
+                    q.slots.len(),
+                    q.len()
+                );
+                assert!(
+                    q.fifo.len() <= bound,
+                    "{} deadlines for {} waiters",
+                    q.fifo.len(),
+                    q.len()
+                );
             }
-            assert!(q.compactions <= removed / 8, "{} compactions for {removed} removals", q.compactions);
+            assert!(
+                q.compactions <= removed / 8,
+                "{} compactions for {removed} removals",
+                q.compactions
+            );
             let live: Vec<u64> = q.iter().map(|(id, _)| id.0).collect();
             let expected: Vec<u64> = std::iter::once(1)
                 .chain((10..n).step_by(10))
