@@ -33,7 +33,7 @@ for dir in "$CMAP_DIR" "$LOGGING_DIR"; do
 done
 
 cargo build --release -q -p spec-runner
-RUNNER=target/release/spec-runner
+RUNNER="${CARGO_TARGET_DIR:-target}/release/spec-runner"
 
 # "adapters: tokio, async-std, ..." from --help.
 ADAPTERS=$("$RUNNER" --help | sed -n 's/^adapters: //p' | tr -d ',')
