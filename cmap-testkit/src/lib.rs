@@ -26,6 +26,7 @@
 pub mod echo;
 mod fake;
 pub mod logs;
+mod operations;
 mod panic_safety;
 pub mod recorder;
 pub mod rt;
