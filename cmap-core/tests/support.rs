@@ -146,6 +146,21 @@ impl Harness {
         self.drain();
     }
 
+    /// `ConnectionClosed` events as (id, reason), in order.
+    pub fn closed_reasons(&self) -> Vec<(u64, cmap_core::ClosedReason)> {
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                Event::ConnectionClosed {
+                    connection_id,
+                    reason,
+                    ..
+                } => Some((connection_id.0, *reason)),
+                _ => None,
+            })
+            .collect()
+    }
+
     pub fn names(&self) -> Vec<&'static str> {
         self.events.iter().map(|e| e.name()).collect()
     }

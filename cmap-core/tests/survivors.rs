@@ -11,21 +11,6 @@ use std::time::Duration;
 use cmap_core::{ClosedReason, ConnectionId, Event, PoolOptions, PoolState};
 use support::{fail_establish, Conn, Harness};
 
-/// `ConnectionClosed` events as (id, reason).
-fn closed_reasons(h: &Harness) -> Vec<(u64, ClosedReason)> {
-    h.events
-        .iter()
-        .filter_map(|e| match e {
-            Event::ConnectionClosed {
-                connection_id,
-                reason,
-                ..
-            } => Some((connection_id.0, *reason)),
-            _ => None,
-        })
-        .collect()
-}
-
 /// Durations of the `ConnectionCheckedOut` events, in order.
 fn checked_out_durations(h: &Harness) -> Vec<Duration> {
     h.events
@@ -72,7 +57,7 @@ fn connection_keeps_the_generation_of_its_creation_across_a_clear() {
         .unwrap();
     h.drain();
     assert_eq!(
-        closed_reasons(&h),
+        h.closed_reasons(),
         [(1, ClosedReason::Stale)],
         "connection 1, created in generation 0, is stale in generation 1"
     );
@@ -147,7 +132,7 @@ fn establishment_error_of_an_older_generation_does_not_clear_again() {
     fail_establish(&mut h.pool, h.now, ConnectionId(1)).unwrap();
     h.drain();
     assert_eq!(h.names(), ["ConnectionClosed"], "no ConnectionPoolCleared");
-    assert_eq!(closed_reasons(&h), [(1, ClosedReason::Error)]);
+    assert_eq!(h.closed_reasons(), [(1, ClosedReason::Error)]);
     assert_eq!(h.pool.state(), PoolState::Ready);
     assert_eq!(h.pool.generation(), 1);
     // The pool still serves.

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use crate::support::Harness;
-use crate::{closed_reasons, io_error, opts};
+use crate::{io_error, opts};
 use cmap_core::ClosedReason;
 
 #[test]
@@ -38,9 +38,9 @@ fn background_run_closes_perished_available_connections() {
     h.check_in(a);
     h.clear_events();
     h.advance(100);
-    assert!(closed_reasons(&h).is_empty());
+    assert!(h.closed_reasons().is_empty());
     h.advance(50);
-    assert_eq!(closed_reasons(&h), [(1, ClosedReason::Idle)]);
+    assert_eq!(h.closed_reasons(), [(1, ClosedReason::Idle)]);
 }
 
 #[test]
@@ -68,7 +68,7 @@ fn establishment_failure_while_populating_clears_the_pool() {
         .unwrap();
     h.drain();
     assert_eq!(h.names(), ["ConnectionPoolCleared", "ConnectionClosed"]);
-    assert_eq!(closed_reasons(&h), [(1, ClosedReason::Error)]);
+    assert_eq!(h.closed_reasons(), [(1, ClosedReason::Error)]);
     h.advance(5_000);
     assert!(h.establishing.is_empty(), "a paused pool is not populated");
 }

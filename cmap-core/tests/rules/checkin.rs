@@ -3,7 +3,6 @@
 //! Spec: "Connection Pool Behaviors" › "Checking In a Connection", "Marking a
 //! Connection as Available".
 
-use crate::closed_reasons;
 use crate::support::Harness;
 use cmap_core::{CheckInError, Clear, ClosedReason, PoolOptions};
 
@@ -26,7 +25,7 @@ fn check_in_closes_stale_connections() {
     h.clear_events();
     h.check_in(c);
     assert_eq!(h.names(), ["ConnectionCheckedIn", "ConnectionClosed"]);
-    assert_eq!(closed_reasons(&h), [(1, ClosedReason::Stale)]);
+    assert_eq!(h.closed_reasons(), [(1, ClosedReason::Stale)]);
 }
 
 #[test]
@@ -36,7 +35,7 @@ fn check_in_closes_errored_connections() {
     c.mark_errored();
     h.clear_events();
     h.check_in(c);
-    assert_eq!(closed_reasons(&h), [(1, ClosedReason::Error)]);
+    assert_eq!(h.closed_reasons(), [(1, ClosedReason::Error)]);
     assert_eq!(h.pool.stats().returns_bad, 1);
     assert_eq!(h.pool.status().total, 0);
 }

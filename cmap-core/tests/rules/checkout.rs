@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use crate::support::Harness;
-use crate::{closed_reasons, failed_reasons, io_error, opts};
+use crate::{failed_reasons, io_error, opts};
 use cmap_core::{
     CheckOut, CheckOutError, CheckOutFailedReason, Clear, ClosedReason, EstablishFailure, PoolOptions,
     PoolState,
@@ -62,7 +62,7 @@ fn check_out_closes_idle_connections_it_meets_and_continues() {
     h.clear_events();
     let b = h.take();
     assert_eq!(b.id().0, 2);
-    assert_eq!(closed_reasons(&h), [(1, ClosedReason::Idle)]);
+    assert_eq!(h.closed_reasons(), [(1, ClosedReason::Idle)]);
 }
 
 #[test]
@@ -75,7 +75,7 @@ fn check_out_closes_stale_connections_it_meets() {
     h.drain();
     h.clear_events();
     assert_eq!(h.take().id().0, 2);
-    assert_eq!(closed_reasons(&h), [(1, ClosedReason::Stale)]);
+    assert_eq!(h.closed_reasons(), [(1, ClosedReason::Stale)]);
 }
 
 #[test]
@@ -124,7 +124,7 @@ fn establishment_failure_in_check_out_clears_closes_and_fails_with_the_error() {
             "ConnectionCheckOutFailed"
         ]
     );
-    assert_eq!(closed_reasons(&h), [(1, ClosedReason::Error)]);
+    assert_eq!(h.closed_reasons(), [(1, ClosedReason::Error)]);
     let mine = h.failed.iter().find(|(x, _)| *x == w).unwrap();
     match &mine.1 {
         CheckOutError::ConnectionError {

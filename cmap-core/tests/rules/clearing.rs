@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use crate::support::Harness;
-use crate::{closed_reasons, failed_reasons, opts};
+use crate::{failed_reasons, opts};
 use cmap_core::{
     CheckOutFailedReason, Clear, ClosedReason, Event, PoolOptions, PoolState, ServiceId, UsageError,
 };
@@ -103,7 +103,7 @@ fn clear_with_interrupt_closes_in_use_and_pending_of_the_cleared_generation() {
         }
     ));
     assert_eq!(
-        closed_reasons(&h),
+        h.closed_reasons(),
         [(1, ClosedReason::Stale), (2, ClosedReason::Stale)]
     );
     assert_eq!(h.interrupted, [cmap_core::ConnectionId(1)]);
@@ -149,5 +149,5 @@ fn clear_then_ready_replaces_stale_min_pool_connections() {
     h.clear_events();
     h.advance(0);
     assert_eq!(h.names(), ["ConnectionCreated"]);
-    assert_eq!(closed_reasons(&h), []);
+    assert_eq!(h.closed_reasons(), []);
 }

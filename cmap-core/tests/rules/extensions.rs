@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::support::{Conn, Harness};
-use crate::{closed_reasons, io_error, opts};
+use crate::{io_error, opts};
 use cmap_core::{ClosedReason, Event, PoolOptions, PoolState, Reconnect, UsageError};
 
 #[test]
@@ -30,7 +30,7 @@ fn max_lifetime_retires_connections_with_seeded_jitter() {
             let retired = c.id().0 != 1;
             h.check_in(c);
             if retired {
-                assert!(closed_reasons(&h).contains(&(1, ClosedReason::Lifetime)));
+                assert!(h.closed_reasons().contains(&(1, ClosedReason::Lifetime)));
                 return ms;
             }
         }
@@ -90,7 +90,7 @@ fn detach_takes_the_connection_out_of_the_pool() {
     let raw = h.pool.handle_detach(h.now, c).unwrap();
     h.drain();
     assert_eq!(raw, Conn(1));
-    assert_eq!(closed_reasons(&h), [(1, ClosedReason::Detached)]);
+    assert_eq!(h.closed_reasons(), [(1, ClosedReason::Detached)]);
     // The freed capacity serves the waiter with a new connection.
     h.establish_all();
     assert_eq!(h.delivered[0].0, w);

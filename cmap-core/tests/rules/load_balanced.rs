@@ -2,8 +2,8 @@
 //!
 //! Spec: "Connection Pool Behaviors" › "Load Balancer Mode".
 
+use crate::opts;
 use crate::support::{Conn, Harness};
-use crate::{closed_reasons, opts};
 use cmap_core::{Clear, ClosedReason, Event, PoolState, ServiceId, UsageError};
 
 fn lb_harness() -> Harness {
@@ -71,7 +71,7 @@ fn load_balanced_clear_moves_one_service_without_pausing() {
     assert_eq!(h.pool.state(), PoolState::Ready);
     h.clear_events();
     h.check_in(a);
-    assert_eq!(closed_reasons(&h), [(1, ClosedReason::Stale)]);
+    assert_eq!(h.closed_reasons(), [(1, ClosedReason::Stale)]);
     // s2's connection is not stale.
     h.check_in(b);
     assert_eq!(h.pool.status().available, 1);

@@ -29,7 +29,7 @@ mod options;
 mod pool;
 mod wait_queue;
 
-use cmap_core::{CheckOutFailedReason, ClosedReason, EstablishError, Event, PoolOptions};
+use cmap_core::{CheckOutFailedReason, EstablishError, Event, PoolOptions};
 use support::Harness;
 
 fn opts() -> cmap_core::PoolOptionsBuilder {
@@ -47,20 +47,6 @@ fn failed_reasons(h: &Harness) -> Vec<CheckOutFailedReason> {
         .iter()
         .filter_map(|e| match e {
             Event::ConnectionCheckOutFailed { reason, .. } => Some(*reason),
-            _ => None,
-        })
-        .collect()
-}
-
-fn closed_reasons(h: &Harness) -> Vec<(u64, ClosedReason)> {
-    h.events
-        .iter()
-        .filter_map(|e| match e {
-            Event::ConnectionClosed {
-                connection_id,
-                reason,
-                ..
-            } => Some((connection_id.0, *reason)),
             _ => None,
         })
         .collect()

@@ -4,8 +4,8 @@
 //! Behaviors" › "Creating a Connection Pool", "Closing a Connection Pool",
 //! "Marking a Connection Pool as Ready".
 
+use crate::opts;
 use crate::support::{Conn, Harness};
-use crate::{closed_reasons, opts};
 use cmap_core::{CheckOutError, ClosedReason, Event, PoolOptions, PoolState, UsageError};
 
 #[test]
@@ -72,14 +72,14 @@ fn closing_closes_available_connections_first_then_emits_pool_closed() {
     h.clear_events();
     h.pool.handle_close(h.now);
     h.drain();
-    assert_eq!(closed_reasons(&h), [(2, ClosedReason::PoolClosed)]);
+    assert_eq!(h.closed_reasons(), [(2, ClosedReason::PoolClosed)]);
     assert_eq!(h.names().last(), Some(&"ConnectionPoolClosed"));
     assert_eq!(h.closed, [(cmap_core::ConnectionId(2), ClosedReason::PoolClosed)]);
     // In-use connections are closed when checked in.
     h.clear_events();
     h.check_in(a);
     assert_eq!(h.names(), ["ConnectionCheckedIn", "ConnectionClosed"]);
-    assert_eq!(closed_reasons(&h), [(1, ClosedReason::PoolClosed)]);
+    assert_eq!(h.closed_reasons(), [(1, ClosedReason::PoolClosed)]);
 }
 
 #[test]
@@ -166,7 +166,7 @@ fn reset_after_fork_clears_and_closes_every_connection() {
     assert_eq!(h.interrupted, [lent.id()]);
     assert_eq!(h.aborted, [cmap_core::ConnectionId(3)]);
     assert_eq!(
-        closed_reasons(&h),
+        h.closed_reasons(),
         [
             (1, ClosedReason::Stale),
             (3, ClosedReason::Stale),
