@@ -206,25 +206,14 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
                 Limit::Until(deadline) => deadline,
                 Limit::After(_) => None,
             };
-            // A check that panics failed: its connection is closed.
-            let check = self.events.panics.guard(Hook::Check, || {
-                self.manager.check_until(checking.connection(), deadline)
-            });
-            let checked = match deadline {
-                Some(deadline) => match race(check, self.rt.sleep_until(deadline)).await {
-                    Either::Left(checked) => checked,
-                    Either::Right(()) => {
-                        drop(checking);
-                        let waited = timeout.unwrap_or_default();
-                        return Err(self.check_timed_out(waited).into());
-                    }
-                },
-                None => check.await,
+            let Some(checked) = self.check(checking.connection(), deadline).await else {
+                drop(checking);
+                let waited = timeout.unwrap_or_default();
+                return Err(self.check_timed_out(waited).into());
             };
-            let failed: SharedError = match checked {
-                Ok(Ok(())) => return Ok(checking.pass()),
-                Ok(Err(error)) => Arc::new(error),
-                Err(panicked) => Arc::new(panicked),
+            let failed = match checked {
+                Ok(()) => return Ok(checking.pass()),
+                Err(failed) => failed,
             };
             drop(checking);
             if fresh {
@@ -235,6 +224,33 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
 }
 
 impl<M: ManageConnection, R: Runtime> Shared<M, R> {
+    /// Runs the manager's check on `conn`, told the checkout's `deadline`
+    /// and given up at it: `None` when the deadline came first, otherwise
+    /// the check's outcome (a check that panicked failed with
+    /// [`Panicked`](crate::Panicked)).
+    pub(crate) async fn check(
+        &self,
+        conn: &mut M::Connection,
+        deadline: Option<Instant>,
+    ) -> Option<Result<(), SharedError>> {
+        let check = self
+            .events
+            .panics
+            .guard(Hook::Check, || self.manager.check_until(conn, deadline));
+        let outcome = match deadline {
+            Some(deadline) => match race(check, self.rt.sleep_until(deadline)).await {
+                Either::Left(outcome) => outcome,
+                Either::Right(()) => return None,
+            },
+            None => check.await,
+        };
+        Some(match outcome {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(error)) => Err(Arc::new(error)),
+            Err(panicked) => Err(Arc::new(panicked)),
+        })
+    }
+
     /// An available connection, checked out now without the manager's
     /// check, or `None` if none is (a checkout with a zero timeout: it
     /// starts no connection).

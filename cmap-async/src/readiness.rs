@@ -9,10 +9,8 @@ use cmap_core::{EstablishError, TimeoutContext};
 
 use crate::checkout::Checking;
 use crate::manager::ManageConnection;
-use crate::panics::Hook;
 use crate::runtime::Runtime;
 use crate::shared::Shared;
-use crate::util::{race, Either};
 
 /// The pool did not hold the connections asked for in time: from
 /// [`Pool::wait_ready`](crate::Pool::wait_ready), and the source of
@@ -77,24 +75,11 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
                 Err(_) => Err(self.not_ready(1, started)),
             };
         }
-        loop {
-            // Listening first, then looking: no establishment is missed.
-            let established = self.established.listen();
-            let s = self.lock().core.status();
-            if s.available + s.in_use >= wanted {
-                return Ok(());
-            }
-            let Some(deadline) = deadline else {
-                established.await;
-                continue;
-            };
-            if let Either::Right(()) = race(established, self.rt.sleep_until(deadline)).await {
-                let s = self.lock().core.status();
-                if s.available + s.in_use >= wanted {
-                    return Ok(());
-                }
-                return Err(self.not_ready(wanted, started));
-            }
+        let ready = |s: &cmap_core::Status| s.available + s.in_use >= wanted;
+        if self.wait_for(&self.established, deadline, ready).await {
+            Ok(())
+        } else {
+            Err(self.not_ready(wanted, started))
         }
     }
 
@@ -128,16 +113,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
             };
             report.checked += 1;
             let mut checking = Checking::new(self, conn);
-            let check = self.events.panics.guard(Hook::Check, || {
-                self.manager.check_until(checking.connection(), deadline)
-            });
-            let passed = match deadline {
-                Some(deadline) => match race(check, self.rt.sleep_until(deadline)).await {
-                    Either::Left(outcome) => matches!(outcome, Ok(Ok(()))),
-                    Either::Right(()) => false,
-                },
-                None => matches!(check.await, Ok(Ok(()))),
-            };
+            let passed = matches!(self.check(checking.connection(), deadline).await, Some(Ok(())));
             if passed {
                 good.push(checking.pass());
             } else {

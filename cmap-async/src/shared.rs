@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use cmap_core::{Address, PoolOptions, PoolState, Pooled};
+use cmap_core::{Address, PoolOptions, PoolState, Pooled, Status};
 use crossbeam_utils::CachePadded;
 use event_listener::Event;
 
@@ -314,22 +314,39 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     pub(crate) async fn close_gracefully(&self, timeout: Duration) -> usize {
         self.close();
         let deadline = self.rt.now().checked_add(timeout);
-        loop {
-            // Listening first, then looking: no return is missed.
-            let returned = self.returned_after_close.listen();
-            if self.lock().core.status().in_use == 0 {
-                return 0;
-            }
-            let Some(deadline) = deadline else {
-                returned.await;
-                continue;
-            };
-            if let Either::Right(()) = race(returned, self.rt.sleep_until(deadline)).await {
-                break;
-            }
+        if self
+            .wait_for(&self.returned_after_close, deadline, |s| s.in_use == 0)
+            .await
+        {
+            return 0;
         }
         // The pool is closed: forcing cannot be refused.
         self.input(|inner, now| inner.core.handle_force_close(now).unwrap_or(0))
+    }
+
+    /// Waits until the pool's counts satisfy `done`, looking again each
+    /// time `event` is notified, until `deadline` (`None`: no limit);
+    /// returns whether they did (looked at once more at the deadline).
+    pub(crate) async fn wait_for(
+        &self,
+        event: &Event,
+        deadline: Option<Instant>,
+        done: impl Fn(&Status) -> bool,
+    ) -> bool {
+        loop {
+            // Listening first, then looking: no notification is missed.
+            let notified = event.listen();
+            if done(&self.lock().core.status()) {
+                return true;
+            }
+            let Some(deadline) = deadline else {
+                notified.await;
+                continue;
+            };
+            if let Either::Right(()) = race(notified, self.rt.sleep_until(deadline)).await {
+                return done(&self.lock().core.status());
+            }
+        }
     }
 }
 
