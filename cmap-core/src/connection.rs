@@ -8,6 +8,7 @@ use std::time::Instant;
 /// A connection's id: assigned in order of creation, from 1, never reused
 /// within a pool (spec: "Monotonically Increasing ID").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "recorder", derive(serde::Serialize, serde::Deserialize))]
 pub struct ConnectionId(pub u64);
 
 impl fmt::Display for ConnectionId {
@@ -19,6 +20,7 @@ impl fmt::Display for ConnectionId {
 /// A checkout request's id: monotonic within a pool, never reused. Lower
 /// ids arrived earlier, which is what keeps the wait queue FIFO.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "recorder", derive(serde::Serialize, serde::Deserialize))]
 pub struct WaiterId(pub u64);
 
 impl fmt::Display for WaiterId {
@@ -30,6 +32,7 @@ impl fmt::Display for WaiterId {
 /// A load balancer's service id (the 12 bytes of a BSON ObjectId), learnt
 /// from the handshake in load-balanced mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "recorder", derive(serde::Serialize, serde::Deserialize))]
 pub struct ServiceId(pub [u8; 12]);
 
 impl fmt::Display for ServiceId {
@@ -49,21 +52,34 @@ impl PoolId {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         PoolId(NEXT.fetch_add(1, Ordering::Relaxed))
     }
+
+    /// No pool's: what a recording reads back, until the replaying pool
+    /// adopts it.
+    #[cfg(feature = "recorder")]
+    pub(crate) fn unset() -> PoolId {
+        PoolId(0)
+    }
 }
 
 /// What the pool knows about an established connection.
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(feature = "recorder", derive(serde::Serialize, serde::Deserialize))]
 pub(crate) struct Meta {
     pub(crate) id: ConnectionId,
+    #[cfg_attr(feature = "recorder", serde(skip, default = "PoolId::unset"))]
     pub(crate) pool: PoolId,
     pub(crate) generation: u32,
     pub(crate) service_id: Option<ServiceId>,
+    #[cfg_attr(feature = "recorder", serde(with = "crate::recorder::codec::rel"))]
     pub(crate) created_at: Instant,
     /// When the connection was last checked in (or became available).
+    #[cfg_attr(feature = "recorder", serde(with = "crate::recorder::codec::rel"))]
     pub(crate) last_used: Instant,
     /// When it was handed out, for the time-in-use statistic.
+    #[cfg_attr(feature = "recorder", serde(with = "crate::recorder::codec::rel"))]
     pub(crate) checked_out_at: Instant,
     /// The end of its life, with jitter already applied.
+    #[cfg_attr(feature = "recorder", serde(with = "crate::recorder::codec::rel_opt"))]
     pub(crate) expires_at: Option<Instant>,
     /// Slot in the in-use table while checked out.
     pub(crate) slot: usize,

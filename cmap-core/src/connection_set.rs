@@ -11,7 +11,9 @@ use crate::connection::{ConnectionId, Meta, ServiceId, WaiterId};
 
 /// A connection being established (spec state "pending").
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(feature = "recorder", derive(serde::Serialize, serde::Deserialize))]
 pub(crate) struct Pending {
+    #[cfg_attr(feature = "recorder", serde(with = "crate::recorder::codec::rel"))]
     pub(crate) created_at: Instant,
     pub(crate) generation: u32,
     /// The checkout it was created for, while that checkout still waits.
@@ -19,13 +21,21 @@ pub(crate) struct Pending {
 }
 
 /// An established connection waiting in the pool (spec state "available").
+#[cfg_attr(
+    feature = "recorder",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(bound(serialize = "", deserialize = "C: Default"))
+)]
 pub(crate) struct Available<C> {
     pub(crate) meta: Box<Meta>,
+    /// A recording keeps no connection: a replay has `()` here.
+    #[cfg_attr(feature = "recorder", serde(skip))]
     pub(crate) conn: C,
 }
 
 /// Bookkeeping of a checked-out connection (spec state "in use").
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(feature = "recorder", derive(serde::Serialize, serde::Deserialize))]
 pub(crate) struct InUse {
     pub(crate) id: ConnectionId,
     pub(crate) generation: u32,
@@ -38,6 +48,7 @@ pub(crate) struct InUse {
 /// A cell of the in-use table: a checked-out connection's bookkeeping, or
 /// a free cell that links to the next free one.
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(feature = "recorder", derive(serde::Serialize, serde::Deserialize))]
 enum Cell {
     Used(InUse),
     Free { next: usize },
@@ -50,6 +61,11 @@ const NO_FREE_CELL: usize = usize::MAX;
 /// write come first, so that they share the cache lines of the driver's
 /// lock (see `Pool`).
 #[repr(C)]
+#[cfg_attr(
+    feature = "recorder",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(bound(serialize = "", deserialize = "C: Default"))
+)]
 pub(crate) struct ConnectionSet<C> {
     /// A stack: the most recently returned connection is reused first, so
     /// the surplus sinks to the bottom and perishes (psycopg3: LIFO).
@@ -61,6 +77,7 @@ pub(crate) struct ConnectionSet<C> {
     free_head: usize,
     /// In-use table indexed by slot.
     in_use: Vec<Cell>,
+    #[cfg_attr(feature = "recorder", serde(with = "crate::recorder::codec::pairs"))]
     pending: BTreeMap<ConnectionId, Pending>,
 }
 
@@ -103,6 +120,14 @@ impl<C> ConnectionSet<C> {
     {
         self.available.extract_if(.., |a| perished(&a.meta)).collect()
     }
+    /// Marks the available connections of a restored pool as `pool`'s.
+    #[cfg(feature = "recorder")]
+    pub(crate) fn adopt_available(&mut self, pool: crate::connection::PoolId) {
+        for available in &mut self.available {
+            available.meta.pool = pool;
+        }
+    }
+
     pub(crate) fn available_metas(&self) -> impl Iterator<Item = &Meta> {
         self.available.iter().map(|a| &*a.meta)
     }

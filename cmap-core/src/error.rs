@@ -28,6 +28,7 @@ pub const RETRYABLE_ERROR: &str = "RetryableError";
 /// error's labels and how the pool reacts (spec: "Establishing a
 /// Connection" and "Backpressure-enabled").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "recorder", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
 pub enum EstablishErrorKind {
     /// A network error or network timeout while connecting or during the

@@ -93,6 +93,24 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+/// Notes an input for the flight recorder (`recorder/`), before it is
+/// handled; without the `recorder` feature, nothing.
+macro_rules! record_input {
+    ($pool:expr, $now:expr, $input:expr) => {
+        #[cfg(feature = "recorder")]
+        $pool.record_input($now, || $input);
+    };
+}
+
+/// Notes an output for the flight recorder as it is queued; without the
+/// `recorder` feature, nothing.
+macro_rules! record_output {
+    ($pool:expr, $output:expr) => {
+        #[cfg(feature = "recorder")]
+        $pool.record_output(|| $output);
+    };
+}
+
 mod address;
 mod connection;
 mod connection_set;
@@ -106,6 +124,8 @@ mod output;
 mod output_queue;
 mod perish;
 mod pool;
+#[cfg(feature = "recorder")]
+mod recorder;
 mod resize;
 mod shutdown;
 #[cfg(test)]
@@ -125,6 +145,8 @@ pub use event::{CheckOutFailedReason, ClosedReason, Event};
 pub use options::{EstablishFailure, PoolOptions, PoolOptionsBuilder, Reconnect};
 pub use output::{Action, Output};
 pub use pool::{CheckOut, Clear, Pool, PoolState};
+#[cfg(feature = "recorder")]
+pub use recorder::{Recording, RecordingError, Replay, ReplayError, Seconds, Step};
 pub use stats::{Stats, Status};
 
 #[cfg(test)]

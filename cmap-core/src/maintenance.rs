@@ -12,6 +12,7 @@ use crate::pool::{Pool, PoolState};
 /// A tiny deterministic generator (SplitMix64) for jitter: the seed is an
 /// option, so a replay with the same inputs gives the same outputs.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "recorder", derive(serde::Serialize, serde::Deserialize))]
 pub(crate) struct SplitMix64(u64);
 
 impl SplitMix64 {
@@ -35,20 +36,26 @@ impl SplitMix64 {
 
 /// State of consecutive establishment failures.
 #[derive(Debug, Clone, Default)]
+#[cfg_attr(feature = "recorder", derive(serde::Serialize, serde::Deserialize))]
 pub(crate) struct Backoff {
     failures: u32,
+    #[cfg_attr(feature = "recorder", serde(with = "crate::recorder::codec::rel_opt"))]
     failing_since: Option<Instant>,
     /// When a pool paused by its own failure reaction marks itself ready.
+    #[cfg_attr(feature = "recorder", serde(with = "crate::recorder::codec::rel_opt"))]
     pub(crate) auto_ready_at: Option<Instant>,
     /// No connection is started for `minPoolSize` alone before this
     /// instant (the full backoff).
+    #[cfg_attr(feature = "recorder", serde(with = "crate::recorder::codec::rel_opt"))]
     pub(crate) not_before: Option<Instant>,
     /// No connection is started for waiting checkouts before this instant:
     /// the backoff capped by `max_delay_while_waiting`, so that a server
     /// that comes back serves them soon.
+    #[cfg_attr(feature = "recorder", serde(with = "crate::recorder::codec::rel_opt"))]
     pub(crate) not_before_waiting: Option<Instant>,
     /// The last failure since the last success, for the message of a
     /// checkout that times out meanwhile.
+    #[cfg_attr(feature = "recorder", serde(with = "crate::recorder::codec::error_opt"))]
     pub(crate) last_error: Option<EstablishError>,
 }
 

@@ -21,6 +21,7 @@ use crate::error::OptionsError;
 /// never clears the pool, whatever this says: SDAM ignores it (spec:
 /// "Backpressure-enabled").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "recorder", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
 pub enum EstablishFailure {
     /// Clear the pool (pause it, fail every waiter with a retryable
@@ -36,6 +37,7 @@ pub enum EstablishFailure {
 /// point where the pool gives up and says so loudly (psycopg3's
 /// `reconnect_timeout` / `reconnect_failed`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "recorder", derive(serde::Serialize, serde::Deserialize))]
 pub struct Reconnect {
     /// The first delay after a failure.
     pub initial_delay: Duration,
@@ -64,6 +66,7 @@ impl Default for Reconnect {
 /// Validated pool options. Build them with [`PoolOptions::builder`] or
 /// [`PoolOptions::from_connection_string`].
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "recorder", derive(serde::Serialize, serde::Deserialize))]
 pub struct PoolOptions {
     pub(crate) max_pool_size: u32,
     pub(crate) min_pool_size: u32,
@@ -80,6 +83,7 @@ pub struct PoolOptions {
     pub(crate) seed: Option<u64>,
     /// The spec options the user set, by spec name, for `PoolCreatedEvent`
     /// and the "Connection pool created" log message.
+    #[cfg_attr(feature = "recorder", serde(with = "crate::recorder::codec::option_names"))]
     pub(crate) explicit: Vec<(&'static str, u64)>,
 }
 

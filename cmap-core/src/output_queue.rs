@@ -32,6 +32,7 @@ impl<C> Pool<C> {
         // Drivers call this on every input: a store of the same value would
         // still take the line from the core that wrote it last.
         if self.events_enabled != enabled {
+            record_input!(self, self.now, crate::recorder::Input::EventsEnabled(enabled));
             self.events_enabled = enabled;
         }
     }
@@ -46,6 +47,7 @@ impl<C> Pool<C> {
         if apart == self.events_apart {
             return;
         }
+        record_input!(self, self.now, crate::recorder::Input::EventsApart(apart));
         self.events_apart = apart;
         if apart {
             let mut rest = VecDeque::with_capacity(self.out.len());
@@ -89,6 +91,7 @@ impl<C> Pool<C> {
     /// event of a check out and check in comes through here.
     #[inline]
     pub(crate) fn push_event(&mut self, event: Event) {
+        record_output!(self, crate::recorder::Recorded::Event(event.clone()));
         if self.events_apart {
             self.apart.push(event);
         } else {
@@ -97,6 +100,7 @@ impl<C> Pool<C> {
     }
 
     pub(crate) fn push_action(&mut self, action: Action<C>) {
+        record_output!(self, crate::recorder::Recorded::of_action(&action));
         self.out.push_back(Output::Action(action));
     }
 }

@@ -45,6 +45,7 @@ const DEFAULT_SEED: u64 = 0x5EED_C0DE;
 
 /// The pool's state (spec: `ConnectionPool.state`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "recorder", derive(serde::Serialize, serde::Deserialize))]
 pub enum PoolState {
     /// The initial state, and the state after a clear: no checkouts, no
     /// background population.
@@ -70,6 +71,7 @@ pub struct Clear {
 
 /// Per-service generation and connection count (spec: "Load Balancer Mode").
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "recorder", derive(serde::Serialize, serde::Deserialize))]
 pub(crate) struct ServiceGeneration {
     pub(crate) generation: u32,
     pub(crate) count: u32,
@@ -127,6 +129,11 @@ pub(crate) struct ServiceGeneration {
 /// pool, forcing connections of an open one) or [`CheckInError`] (a
 /// connection of another pool, handed back so that nothing is lost).
 #[repr(C)]
+#[cfg_attr(
+    feature = "recorder",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(bound(serialize = "", deserialize = "C: Default"))
+)]
 pub struct Pool<C> {
     /// The fields are laid out in declaration order (`repr(C)`): those
     /// every check out and check in writes come first and fit in 96
@@ -134,6 +141,7 @@ pub struct Pool<C> {
     /// word (as cmap-async does, on a 128-byte boundary) moves two cache
     /// lines between cores per input instead of one per scattered field.
     /// Read-mostly state follows.
+    #[cfg_attr(feature = "recorder", serde(with = "crate::recorder::codec::rel"))]
     pub(crate) now: Instant,
     /// The hot counters of [`Stats`]; the rest are in `stats`.
     pub(crate) hot: HotCounters,
@@ -144,17 +152,25 @@ pub struct Pool<C> {
     pub(crate) events_apart: bool,
     pub(crate) generation: u32,
     pub(crate) options: Arc<PoolOptions>,
+    #[cfg_attr(feature = "recorder", serde(skip, default = "PoolId::unset"))]
     pub(crate) id: PoolId,
     pub(crate) queue: WaitQueue,
     pub(crate) backoff: Backoff,
+    /// Empty whenever a recording snapshots the pool.
+    #[cfg_attr(feature = "recorder", serde(skip))]
     pub(crate) out: VecDeque<Output<C>>,
+    #[cfg_attr(feature = "recorder", serde(skip))]
     pub(crate) apart: Vec<Event>,
     pub(crate) address: Address,
+    #[cfg_attr(feature = "recorder", serde(with = "crate::recorder::codec::pairs"))]
     pub(crate) services: BTreeMap<ServiceId, ServiceGeneration>,
     pub(crate) next_connection_id: u64,
+    #[cfg_attr(feature = "recorder", serde(with = "crate::recorder::codec::rel_opt"))]
     pub(crate) next_run: Option<Instant>,
+    #[cfg_attr(feature = "recorder", serde(with = "crate::recorder::codec::clear_cause"))]
     clear_cause: ClearCause,
     /// The connection whose result the current input reports.
+    #[cfg_attr(feature = "recorder", serde(skip))]
     arriving: Option<ConnectionId>,
     pub(crate) rng: SplitMix64,
     /// After a resize down, while the pool holds more than maxPoolSize:
@@ -163,11 +179,16 @@ pub struct Pool<C> {
     /// The other counters; its `requests`, `usage_time` and `wait_time`
     /// stay zero (they are in `hot`; [`Pool::stats`] puts them together).
     pub(crate) stats: Stats,
+    /// The flight recorder, while one runs (`recorder/`).
+    #[cfg(feature = "recorder")]
+    #[serde(skip)]
+    pub(crate) recorder: Option<Box<crate::recorder::Recorder>>,
 }
 
 /// The counters of [`Stats`] that every check out or check in moves, kept
 /// beside the rest of the hot state (see [`Pool`]).
 #[derive(Debug, Clone, Copy, Default)]
+#[cfg_attr(feature = "recorder", derive(serde::Serialize, serde::Deserialize))]
 pub(crate) struct HotCounters {
     /// Checkouts started; also the last `WaiterId` issued.
     pub(crate) requests: u64,
@@ -189,7 +210,7 @@ pub enum CheckOut<C> {
 
 /// How a checkout served at once gets its connection.
 #[derive(Clone, Copy)]
-enum Serve {
+pub(crate) enum Serve {
     /// In an `Action::Deliver`.
     ByAction,
     /// Returned by the input.
@@ -225,6 +246,8 @@ impl<C> Pool<C> {
             shrinking: None,
             stats: Stats::default(),
             backoff: Backoff::default(),
+            #[cfg(feature = "recorder")]
+            recorder: None,
         };
         pool.emit(|p| Event::PoolCreated {
             address: p.address.clone(),
@@ -264,7 +287,15 @@ impl<C> Pool<C> {
         self.check_out(now, deadline, Serve::Directly)
     }
 
-    fn check_out(&mut self, now: Instant, deadline: Option<Instant>, serve: Serve) -> CheckOut<C> {
+    pub(crate) fn check_out(&mut self, now: Instant, deadline: Option<Instant>, serve: Serve) -> CheckOut<C> {
+        record_input!(
+            self,
+            now,
+            crate::recorder::Input::CheckOut {
+                deadline,
+                direct: matches!(serve, Serve::Directly),
+            }
+        );
         self.advance(now);
         self.hot.requests += 1;
         let id = WaiterId(self.hot.requests);
@@ -283,7 +314,17 @@ impl<C> Pool<C> {
                 if self.queue.is_empty() && !passed {
                     if let Some(available) = self.take_available() {
                         return match serve {
-                            Serve::Directly => CheckOut::Ready(self.hand_out(started_at, available)),
+                            Serve::Directly => {
+                                let connection = self.hand_out(started_at, available);
+                                record_output!(
+                                    self,
+                                    crate::recorder::Recorded::Served {
+                                        waiter: id,
+                                        connection: connection.id(),
+                                    }
+                                );
+                                CheckOut::Ready(connection)
+                            }
                             Serve::ByAction => {
                                 self.deliver(id, started_at, available);
                                 CheckOut::Later(id)
@@ -321,6 +362,7 @@ impl<C> Pool<C> {
         if connection.meta.pool != self.id {
             return Err(CheckInError::WrongPool(connection));
         }
+        record_input!(self, now, crate::recorder::Input::CheckIn(*connection.meta));
         self.advance(now);
         let Pooled { mut meta, conn } = connection;
         let entry = self.forget_in_use(&meta);
@@ -391,6 +433,7 @@ impl<C> Pool<C> {
         if connection.meta.pool != self.id {
             return Err(CheckInError::WrongPool(connection));
         }
+        record_input!(self, now, crate::recorder::Input::Detach(*connection.meta));
         self.advance(now);
         let Pooled { meta, conn } = connection;
         if !self.forget_in_use(&meta).interrupted {
@@ -416,6 +459,7 @@ impl<C> Pool<C> {
         conn: C,
         service_id: Option<ServiceId>,
     ) -> Result<(), UsageError> {
+        record_input!(self, now, crate::recorder::Input::Established { id, service_id });
         self.advance_with_result_of(now, id);
         let Some(pending) = self.conns.remove_pending(id) else {
             return self.late_result(id, Some(conn));
@@ -492,6 +536,14 @@ impl<C> Pool<C> {
         id: ConnectionId,
         error: EstablishError,
     ) -> Result<(), UsageError> {
+        record_input!(
+            self,
+            now,
+            crate::recorder::Input::EstablishFailed {
+                id,
+                error: crate::recorder::codec::ErrorText::of(&error),
+            }
+        );
         self.advance_with_result_of(now, id);
         let Some(pending) = self.conns.remove_pending(id) else {
             return self.late_result(id, None);
@@ -541,6 +593,15 @@ impl<C> Pool<C> {
     /// [`UsageError::ClearMode`]: a load-balanced pool is cleared per
     /// service id, and any other pool without one.
     pub fn handle_clear(&mut self, now: Instant, clear: Clear) -> Result<(), UsageError> {
+        record_input!(
+            self,
+            now,
+            crate::recorder::Input::Clear {
+                interrupt_in_use: clear.interrupt_in_use,
+                service_id: clear.service_id,
+                cause: clear.cause.clone(),
+            }
+        );
         self.advance(now);
         if self.options.load_balanced {
             let Some(service) = clear.service_id else {
@@ -566,6 +627,7 @@ impl<C> Pool<C> {
     /// itself, interrupting what it lent out, and closes every connection it
     /// holds, since their sockets belong to the parent too.
     pub fn handle_reset_after_fork(&mut self, now: Instant) {
+        record_input!(self, now, crate::recorder::Input::ResetAfterFork);
         self.advance(now);
         self.backoff.auto_ready_at = None;
         self.clear(ClearCause::Forked, true);
@@ -581,6 +643,7 @@ impl<C> Pool<C> {
     ///
     /// [`UsageError::PoolClosed`] once the pool is closed.
     pub fn handle_ready(&mut self, now: Instant) -> Result<(), UsageError> {
+        record_input!(self, now, crate::recorder::Input::Ready);
         self.advance(now);
         match self.state {
             PoolState::Ready => Ok(()),
@@ -598,6 +661,7 @@ impl<C> Pool<C> {
     /// fail with `PoolClosedError`; in-use ones close when checked in.
     /// Closing twice does nothing.
     pub fn handle_close(&mut self, now: Instant) {
+        record_input!(self, now, crate::recorder::Input::Close);
         self.advance(now);
         if self.state == PoolState::Closed {
             return;
@@ -610,7 +674,7 @@ impl<C> Pool<C> {
         }
         for (id, _) in self.conns.extract_pending(|_| true) {
             self.closed_event(id, None, ClosedReason::PoolClosed, None);
-            self.out.push_back(Output::Action(Action::AbortEstablish { id }));
+            self.push_action(Action::AbortEstablish { id });
         }
         while let Some((id, waiter)) = self.queue.pop_front() {
             self.fail(id, waiter.started_at, self.pool_closed_error());
@@ -630,6 +694,7 @@ impl<C> Pool<C> {
     /// (served, failed or cancelled): if its `Deliver` is in flight, the
     /// caller checks that connection in.
     pub fn handle_cancel(&mut self, now: Instant, waiter: WaiterId) -> Result<(), UsageError> {
+        record_input!(self, now, crate::recorder::Input::Cancel(waiter));
         self.advance(now);
         let Some(queued) = self.queue.remove(waiter) else {
             return Err(UsageError::UnknownWaiter(waiter));
@@ -642,6 +707,7 @@ impl<C> Pool<C> {
     /// Lets time pass: expires checkouts, runs background work that is due,
     /// and re-readies after a backoff. Safe to call at any time.
     pub fn handle_timeout(&mut self, now: Instant) {
+        record_input!(self, now, crate::recorder::Input::Timeout);
         self.advance(now);
         self.run_due_timers();
         self.serve_queue();

@@ -33,6 +33,7 @@ pub struct Status {
 
 /// Counters since the pool was created.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "recorder", derive(serde::Serialize, serde::Deserialize))]
 pub struct Stats {
     /// Checkouts started.
     pub requests: u64,

@@ -34,9 +34,12 @@ fn compaction_due(stored: usize, live: usize) -> bool {
 
 /// A queued checkout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "recorder", derive(serde::Serialize, serde::Deserialize))]
 pub(crate) struct Waiter {
     /// When its `ConnectionCheckOutStarted` was emitted.
+    #[cfg_attr(feature = "recorder", serde(with = "crate::recorder::codec::rel"))]
     pub(crate) started_at: Instant,
+    #[cfg_attr(feature = "recorder", serde(with = "crate::recorder::codec::rel_opt"))]
     pub(crate) deadline: Option<Instant>,
     /// The pending connection created on its behalf, whose failure it hears
     /// about (spec: the thread that creates a connection gets its error).
@@ -44,6 +47,7 @@ pub(crate) struct Waiter {
 }
 
 #[derive(Debug, Default)]
+#[cfg_attr(feature = "recorder", derive(serde::Serialize, serde::Deserialize))]
 pub(crate) struct WaitQueue {
     /// Sorted by id; `None` is a removed waiter not compacted yet. The
     /// front entry is always live (or the deque is empty).
@@ -53,11 +57,14 @@ pub(crate) struct WaitQueue {
     /// Deadlines in non-decreasing order, which is also id order; entries
     /// of removed waiters may linger behind the front (the front is always
     /// live, or the deque is empty).
+    #[cfg_attr(feature = "recorder", serde(with = "crate::recorder::codec::rel_pairs"))]
     fifo: VecDeque<(Instant, WaiterId)>,
     /// Deadlines that did not fit the FIFO's order.
+    #[cfg_attr(feature = "recorder", serde(with = "crate::recorder::codec::rel_pairs"))]
     ordered: BTreeSet<(Instant, WaiterId)>,
     /// Compactions done, for the test that they stay rare.
     #[cfg(test)]
+    #[cfg_attr(feature = "recorder", serde(skip))]
     compactions: usize,
 }
 

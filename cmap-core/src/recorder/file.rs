@@ -1,0 +1,205 @@
+//! A recording as a value and as a file: JSON lines.
+//!
+//! ```text
+//! {"format":"cmap-recording","version":1,"incident":null,"inputs":2,"outputs":3}
+//! {"snapshot":{ the pool's state, instants in ns from the recording's zero }}
+//! {"at":1500000,"input":{"CheckOut":{"deadline":null,"direct":true}}}
+//! {"output":"Served { waiter: WaiterId(7), connection: ConnectionId(3) }"}
+//! ```
+//!
+//! The first line names the format and its version; the second is the
+//! pool when the recording begins; then each input with its instant (in
+//! nanoseconds from the recording's zero, the instant recording started)
+//! is followed by the text of each output it caused, in order. Nothing of
+//! a connection is kept, only the pool's bookkeeping: ids, generations,
+//! instants, and error messages as the pool's events already carry them.
+
+use std::io::{self, BufRead, Write};
+
+use serde::{Deserialize, Serialize};
+
+use super::codec::{nanos_from_base, with_base};
+use super::{Entry, Recorder};
+
+/// The name on a recording's first line.
+const FORMAT: &str = "cmap-recording";
+/// The version of the format this crate writes and reads.
+pub(crate) const VERSION: u32 = 1;
+
+/// What a pool's flight recorder held: a snapshot of the pool, then every
+/// input since with its instant and the outputs it caused. Write it with
+/// [`write_to`](Self::write_to), read it back with
+/// [`read_from`](Self::read_from), and re-execute it with
+/// [`replay`](Self::replay).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recording {
+    pub(crate) incident: Option<String>,
+    pub(crate) snapshot: serde_json::Value,
+    pub(crate) lines: Vec<Line>,
+}
+
+/// One line after the snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum Line {
+    Input { at: i64, input: serde_json::Value },
+    Output { output: String },
+}
+
+#[derive(Serialize, Deserialize)]
+struct Header {
+    format: String,
+    version: u32,
+    incident: Option<String>,
+    inputs: usize,
+    outputs: usize,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Snapshot {
+    snapshot: serde_json::Value,
+}
+
+/// A recording that cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordingError {
+    /// Reading failed.
+    #[error("reading the recording: {0}")]
+    Io(#[from] io::Error),
+    /// A line is not what the format says.
+    #[error("line {line} of the recording: {message}")]
+    Format {
+        /// 1-based.
+        line: usize,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// Written by a version of the format this crate does not read.
+    #[error("recording format version {found}; this crate reads version {VERSION}")]
+    Version {
+        /// The file's.
+        found: u32,
+    },
+}
+
+impl Recording {
+    pub(crate) fn of(recorder: &Recorder) -> Option<Recording> {
+        let first = recorder.segments.front()?;
+        let base = recorder.base;
+        let lines = with_base(base, || {
+            recorder
+                .segments
+                .iter()
+                .flat_map(|s| &s.entries)
+                .map(|entry| match entry {
+                    Entry::Input { at, input } => Line::Input {
+                        at: nanos_from_base(base, *at),
+                        input: serde_json::to_value(input).expect("an input has a JSON form"),
+                    },
+                    Entry::Output(output) => Line::Output {
+                        output: format!("{output:?}"),
+                    },
+                })
+                .collect()
+        });
+        Some(Recording {
+            incident: recorder.incident.clone(),
+            snapshot: first.snapshot.clone(),
+            lines,
+        })
+    }
+
+    /// Inputs recorded.
+    pub fn inputs(&self) -> usize {
+        self.lines
+            .iter()
+            .filter(|l| matches!(l, Line::Input { .. }))
+            .count()
+    }
+
+    /// Outputs recorded.
+    pub fn outputs(&self) -> usize {
+        self.lines.len() - self.inputs()
+    }
+
+    /// Why the recorder stopped on its own, if it did: the pool's state
+    /// failed its invariant check (see `Pool::recording_incident`).
+    pub fn incident(&self) -> Option<&str> {
+        self.incident.as_deref()
+    }
+
+    /// Writes the recording as JSON lines (see the module doc).
+    pub fn write_to(&self, mut out: impl Write) -> io::Result<()> {
+        let header = Header {
+            format: FORMAT.to_owned(),
+            version: VERSION,
+            incident: self.incident.clone(),
+            inputs: self.inputs(),
+            outputs: self.outputs(),
+        };
+        let snapshot = Snapshot {
+            snapshot: self.snapshot.clone(),
+        };
+        serde_json::to_writer(&mut out, &header)?;
+        out.write_all(b"\n")?;
+        serde_json::to_writer(&mut out, &snapshot)?;
+        out.write_all(b"\n")?;
+        for line in &self.lines {
+            serde_json::to_writer(&mut out, line)?;
+            out.write_all(b"\n")?;
+        }
+        out.flush()
+    }
+
+    /// Reads a recording written by [`write_to`](Self::write_to).
+    ///
+    /// # Errors
+    ///
+    /// [`RecordingError`] when reading fails, a line is malformed, or the
+    /// format's version is not this crate's.
+    pub fn read_from(input: impl BufRead) -> Result<Recording, RecordingError> {
+        let mut lines = input.lines().enumerate();
+        let mut next = |what: &str| -> Result<(usize, String), RecordingError> {
+            match lines.next() {
+                Some((n, line)) => Ok((n + 1, line?)),
+                None => Err(RecordingError::Format {
+                    line: 0,
+                    message: format!("the file ends before its {what}"),
+                }),
+            }
+        };
+        let parse_error = |line: usize, e: serde_json::Error| RecordingError::Format {
+            line,
+            message: e.to_string(),
+        };
+        let (n, text) = next("header")?;
+        let header: Header = serde_json::from_str(&text).map_err(|e| parse_error(n, e))?;
+        if header.format != FORMAT {
+            return Err(RecordingError::Format {
+                line: n,
+                message: format!("not a {FORMAT} file (format {:?})", header.format),
+            });
+        }
+        if header.version != VERSION {
+            return Err(RecordingError::Version {
+                found: header.version,
+            });
+        }
+        let (n, text) = next("snapshot")?;
+        let Snapshot { snapshot } = serde_json::from_str(&text).map_err(|e| parse_error(n, e))?;
+        let mut parsed = Vec::new();
+        for (n, line) in lines {
+            let line = line?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            parsed.push(serde_json::from_str(&line).map_err(|e| parse_error(n + 1, e))?);
+        }
+        Ok(Recording {
+            incident: header.incident,
+            snapshot,
+            lines: parsed,
+        })
+    }
+}
