@@ -161,6 +161,9 @@ pub struct PoolBuilder<M, R> {
     leak_detection_threshold: Option<Duration>,
     #[cfg(feature = "metrics")]
     metrics: bool,
+    /// Flight recorder capacity (0: off) and incident folder.
+    #[cfg(feature = "recorder")]
+    flight: (usize, Option<std::path::PathBuf>),
     callbacks: Vec<Callback>,
     _types: PhantomData<fn() -> (M, R)>,
 }
@@ -188,6 +191,8 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
             leak_detection_threshold: None,
             #[cfg(feature = "metrics")]
             metrics: false,
+            #[cfg(feature = "recorder")]
+            flight: (0, None),
             callbacks: Vec::new(),
             _types: PhantomData,
         }
@@ -387,6 +392,34 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
         self
     }
 
+    /// Keeps a flight recorder: the last `capacity` inputs of the pool's
+    /// core and the outputs they caused (at least half as many), which
+    /// [`Pool::recording`] returns and `spec-runner replay` re-executes
+    /// exactly. 0 (the default): off. Each entry takes about 100 bytes;
+    /// the cost per checkout is in docs/benchmarks.md.
+    ///
+    /// ```
+    /// # use cmap_async::{ManageConnection, PoolBuilder, Runtime};
+    /// # fn f<M: ManageConnection, R: Runtime>(b: PoolBuilder<M, R>) -> PoolBuilder<M, R> {
+    /// b.flight_recorder(100_000).flight_recorder_dir("/var/tmp")
+    /// # }
+    /// ```
+    #[cfg(feature = "recorder")]
+    pub fn flight_recorder(mut self, capacity: usize) -> Self {
+        self.flight.0 = capacity;
+        self
+    }
+
+    /// Where the flight recorder writes its recording when the pool finds
+    /// its own state inconsistent (checked each time the recorder starts
+    /// a new segment), as `cmap-<address>-<unix ms>.jsonl`. Unset, the
+    /// incident is only logged at ERROR, and [`Pool::recording`] holds it.
+    #[cfg(feature = "recorder")]
+    pub fn flight_recorder_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.flight.1 = Some(dir.into());
+        self
+    }
+
     /// Leaves the pool paused once built, as the spec creates it, for a
     /// topology monitor to mark it ready with [`Pool::ready`].
     pub fn start_paused(mut self, value: bool) -> Self {
@@ -492,7 +525,23 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
             reset: self.reset_timeout,
         };
         let leaks = Leaks::new(self.leak_detection_threshold);
-        let shared = Shared::new(manager, rt, address, options, timeouts, core, hub, leaks);
+        #[cfg(feature = "recorder")]
+        let flight = match self.flight {
+            (0, _) => None,
+            (capacity, dir) => Some(Box::new(crate::flight::Flight::new(capacity, dir))),
+        };
+        let shared = Shared::new(
+            manager,
+            rt,
+            address,
+            options,
+            timeouts,
+            core,
+            hub,
+            leaks,
+            #[cfg(feature = "recorder")]
+            flight,
+        );
         #[cfg(feature = "metrics")]
         if self.metrics {
             // Before the ready input: the first events count.
@@ -505,6 +554,13 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
                 let _ = inner.core.handle_ready(now);
             }
         });
+        #[cfg(feature = "recorder")]
+        if let Some(flight) = &shared.flight {
+            // After the first input: its outputs are drained, so the
+            // recording begins at once, with the pool as built.
+            let capacity = flight.capacity;
+            shared.input(|inner, now| inner.core.start_recording(now, capacity));
+        }
         shared.rt.spawn(timer::run(Arc::downgrade(&shared), 0));
         if shared.leaks.is_some() {
             shared.rt.spawn(leak::watch(Arc::downgrade(&shared), 0));

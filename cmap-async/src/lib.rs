@@ -84,6 +84,8 @@ mod establish;
 mod events;
 #[cfg(feature = "metrics")]
 mod export;
+#[cfg(feature = "recorder")]
+mod flight;
 mod fork;
 mod guard;
 mod id_map;
@@ -122,3 +124,5 @@ pub use cmap_core::{
     InterruptedError, OptionsError, PoolOptions, PoolOptionsBuilder, PoolState, Reconnect, ServiceId,
     SharedError, Stats, Status, TimeoutContext, UnknownOption, UsageError,
 };
+#[cfg(feature = "recorder")]
+pub use cmap_core::{Recording, RecordingError, Replay, ReplayError, Seconds, Step};

@@ -412,6 +412,20 @@ impl<M: ManageConnection, R: Runtime> Pool<M, R> {
         stats
     }
 
+    /// What the flight recorder holds ([`PoolBuilder::flight_recorder`]):
+    /// a snapshot of the pool, then every input since and the outputs it
+    /// caused. Write it with [`Recording::write_to`] and re-execute it
+    /// with `spec-runner replay FILE` (or [`Recording::replay`]). `None`
+    /// when the recorder is off. It is copied under the pool's lock.
+    ///
+    /// [`PoolBuilder::flight_recorder`]: crate::PoolBuilder::flight_recorder
+    /// [`Recording::write_to`]: cmap_core::Recording::write_to
+    /// [`Recording::replay`]: cmap_core::Recording::replay
+    #[cfg(feature = "recorder")]
+    pub fn recording(&self) -> Option<cmap_core::Recording> {
+        self.shared.lock().core.recording()
+    }
+
     /// The server address the pool is for.
     pub fn address(&self) -> &Address {
         &self.shared.address

@@ -67,6 +67,9 @@ pub(crate) struct Shared<M: ManageConnection, R: Runtime> {
     /// Leak detection, when the builder set a threshold (`None`: off, and
     /// nothing of it runs).
     pub(crate) leaks: Option<Box<Leaks>>,
+    /// The flight recorder, when the builder turned it on.
+    #[cfg(feature = "recorder")]
+    pub(crate) flight: Option<Box<crate::flight::Flight>>,
 }
 
 impl<M: ManageConnection, R: Runtime> Shared<M, R> {
@@ -80,6 +83,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         core: cmap_core::Pool<M::Connection>,
         events: Arc<EventHub>,
         leaks: Option<Box<Leaks>>,
+        #[cfg(feature = "recorder")] flight: Option<Box<crate::flight::Flight>>,
     ) -> Arc<Self> {
         Arc::new_cyclic(|me| Shared {
             me: me.clone(),
@@ -98,6 +102,8 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
             handles: AtomicUsize::new(1),
             timer_epoch: AtomicU64::new(0),
             leaks,
+            #[cfg(feature = "recorder")]
+            flight,
         })
     }
 

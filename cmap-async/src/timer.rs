@@ -72,6 +72,8 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         self.events.refresh();
         let mut work = Work::default();
         let read = CoarseNow::exact(self.rt.now());
+        #[cfg(feature = "recorder")]
+        let mut incident = None;
         let tick = {
             let mut inner = self.lock();
             let now = self.begin(&mut inner, read, false).at;
@@ -87,6 +89,10 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
                 &mut Mine::default(),
                 OUTPUTS_PER_WAKE,
             );
+            #[cfg(feature = "recorder")]
+            if let Some(flight) = &self.flight {
+                incident = flight.take_incident(&inner.core);
+            }
             let next = inner.core.poll_timeout();
             if due.is_some() && next == due && !more {
                 // The deadline just handled is still reported: a core that
@@ -107,6 +113,10 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
             }
         };
         self.perform(work);
+        #[cfg(feature = "recorder")]
+        if let (Some(flight), Some(recording)) = (&self.flight, incident) {
+            flight.report(&self.address, &recording);
+        }
         tick
     }
 }

@@ -143,6 +143,19 @@ impl<M: ManageConnection> PoolBuilder<M> {
         self.map(|b| b.metrics(value))
     }
 
+    /// Keeps a flight recorder of the last `capacity` inputs and outputs of
+    /// the pool's core: see [`cmap_async::PoolBuilder::flight_recorder`].
+    pub fn flight_recorder(self, capacity: usize) -> Self {
+        self.map(|b| b.flight_recorder(capacity))
+    }
+
+    /// Where an incident's recording is written: see
+    /// [`cmap_async::PoolBuilder::flight_recorder_dir`].
+    pub fn flight_recorder_dir(self, dir: impl Into<std::path::PathBuf>) -> Self {
+        let dir = dir.into();
+        self.map(|b| b.flight_recorder_dir(dir))
+    }
+
     /// Leaves the pool paused once built, for a monitor to mark it ready.
     pub fn start_paused(self, value: bool) -> Self {
         self.map(|b| b.start_paused(value))

@@ -218,6 +218,11 @@ impl<M: ManageConnection> Pool<M> {
         self.inner.stats()
     }
 
+    /// What the flight recorder holds: see [`cmap_async::Pool::recording`].
+    pub fn recording(&self) -> Option<cmap_async::Recording> {
+        self.inner.recording()
+    }
+
     /// The server address the pool is for.
     pub fn address(&self) -> &Address {
         self.inner.address()

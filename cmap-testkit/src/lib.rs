@@ -25,6 +25,7 @@
 
 pub mod echo;
 mod fake;
+mod flight;
 pub mod logs;
 mod operations;
 mod panic_safety;
@@ -113,6 +114,7 @@ macro_rules! pool_scenarios {
             check_idle_closes_the_idle_connections_that_fail,
             a_guard_held_past_the_leak_threshold_is_reported_once,
             metrics_count_checkouts_through_the_facade,
+            a_recorded_run_replays_exactly,
         );
     };
     (@tests $pool:ty, $tasks:ty, $block_on:expr; $($name:ident),* $(,)?) => {

@@ -19,6 +19,7 @@ use cmap_async::{
 use crate::rt::{eventually, next, sleep, spawn, timeout, FrozenCoarse};
 use crate::{builder, Fake, FakeError, FakePool, Names};
 
+pub use crate::flight::*;
 pub use crate::operations::*;
 pub use crate::panic_safety::*;
 

@@ -421,3 +421,49 @@ async fn a_refused_connection_gives_its_real_error_not_a_timeout() {
     );
     assert_eq!(pool.status().state, PoolState::Ready, "not cleared");
 }
+
+/// A PostgreSQL run with its sessions killed midway, recorded by the
+/// flight recorder, replays exactly: the core given the same inputs at the
+/// same instants gives every output as it did against the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_postgresql_run_replays_exactly() {
+    if !server_tests_enabled("a_recorded_postgresql_run_replays_exactly") {
+        return;
+    }
+    let app = app_name("replay");
+    let pool = Pool::builder()
+        .address("127.0.0.1:5432")
+        .max_pool_size(4)
+        .min_pool_size(1)
+        .wait_queue_timeout(Duration::from_secs(20))
+        .flight_recorder(100_000)
+        .build(PgManager::new(config(&app), NoTls))
+        .unwrap();
+    let admin = admin().await;
+    let mut tasks = Vec::new();
+    for n in 0..16i32 {
+        let pool = pool.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..5 {
+                // A killed session fails its query; the pool replaces it.
+                let _ = query_retrying_once(&pool, n).await;
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    kill_all(&admin, &app).await;
+    for t in tasks {
+        t.await.unwrap();
+    }
+    pool.close();
+    let recording = pool.recording().expect("the recorder runs");
+    assert!(recording.inputs() > 100, "{} inputs", recording.inputs());
+    let mut file = Vec::new();
+    recording.write_to(&mut file).unwrap();
+    let replay = cmap_tokio::Recording::read_from(&file[..])
+        .unwrap()
+        .replay(Instant::now())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(replay.steps().len(), recording.inputs());
+    assert_eq!(replay.steps().last().map(|s| s.status), Some(pool.status()));
+}

@@ -160,11 +160,11 @@ impl Recording {
     /// format's version is not this crate's.
     pub fn read_from(input: impl BufRead) -> Result<Recording, RecordingError> {
         let mut lines = input.lines().enumerate();
-        let mut next = |what: &str| -> Result<(usize, String), RecordingError> {
+        let mut next = |what: &str, line: usize| -> Result<(usize, String), RecordingError> {
             match lines.next() {
-                Some((n, line)) => Ok((n + 1, line?)),
+                Some((_, text)) => Ok((line, text?)),
                 None => Err(RecordingError::Format {
-                    line: 0,
+                    line,
                     message: format!("the file ends before its {what}"),
                 }),
             }
@@ -173,7 +173,7 @@ impl Recording {
             line,
             message: e.to_string(),
         };
-        let (n, text) = next("header")?;
+        let (n, text) = next("header", 1)?;
         let header: Header = serde_json::from_str(&text).map_err(|e| parse_error(n, e))?;
         if header.format != FORMAT {
             return Err(RecordingError::Format {
@@ -186,7 +186,7 @@ impl Recording {
                 found: header.version,
             });
         }
-        let (n, text) = next("snapshot")?;
+        let (n, text) = next("snapshot", 2)?;
         let Snapshot { snapshot } = serde_json::from_str(&text).map_err(|e| parse_error(n, e))?;
         let mut parsed = Vec::new();
         for (n, line) in lines {

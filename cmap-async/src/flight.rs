@@ -1,0 +1,80 @@
+//! The pool's flight recorder (cmap-core's `recorder`), as the builder
+//! turns it on and the pool reports an incident: when the core finds its
+//! own state inconsistent (a bug of the pool), the recording that leads
+//! there is logged at ERROR and, where the builder named a folder,
+//! written there for `spec-runner replay`.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use cmap_core::{Address, Recording};
+
+/// The flight recorder's settings and whether its incident was reported.
+pub(crate) struct Flight {
+    /// Entries kept (see `cmap_core::Pool::start_recording`).
+    pub(crate) capacity: usize,
+    /// Where an incident's recording is written.
+    dir: Option<PathBuf>,
+    /// An incident is reported once: the recording stops at it.
+    reported: AtomicBool,
+}
+
+impl Flight {
+    pub(crate) fn new(capacity: usize, dir: Option<PathBuf>) -> Flight {
+        Flight {
+            capacity,
+            dir,
+            reported: AtomicBool::new(false),
+        }
+    }
+
+    /// The recording of an incident not reported yet, under the lock.
+    pub(crate) fn take_incident<C>(&self, core: &cmap_core::Pool<C>) -> Option<Recording> {
+        core.recording_incident()?;
+        if self.reported.swap(true, Ordering::Relaxed) {
+            return None;
+        }
+        core.recording()
+    }
+
+    /// Logs the incident and writes its recording, after the lock.
+    pub(crate) fn report(&self, address: &Address, recording: &Recording) {
+        let why = recording.incident().unwrap_or("unknown");
+        let written = self.dir.as_ref().map(|dir| {
+            let stamp = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_millis();
+            let name = format!(
+                "cmap-{}-{stamp}.jsonl",
+                address.to_string().replace(['/', ':'], "_")
+            );
+            let path = dir.join(name);
+            let file = std::fs::File::create(&path).map(std::io::BufWriter::new);
+            file.and_then(|f| recording.write_to(f)).map(|()| path)
+        });
+        match written {
+            Some(Ok(path)) => tracing::error!(
+                target: crate::logging::LOG_TARGET,
+                %address,
+                incident = why,
+                recording = %path.display(),
+                "the pool found its state inconsistent; its flight recording was written (replay it with `spec-runner replay`)"
+            ),
+            Some(Err(error)) => tracing::error!(
+                target: crate::logging::LOG_TARGET,
+                %address,
+                incident = why,
+                %error,
+                "the pool found its state inconsistent; writing its flight recording failed"
+            ),
+            None => tracing::error!(
+                target: crate::logging::LOG_TARGET,
+                %address,
+                incident = why,
+                "the pool found its state inconsistent; `Pool::recording` holds its flight recording"
+            ),
+        }
+    }
+}
