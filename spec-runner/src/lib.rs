@@ -35,6 +35,7 @@ pub mod matcher;
 pub mod observe;
 pub mod pool_options;
 pub mod realtime;
+pub mod replay;
 pub mod report;
 pub mod sim;
 mod threads;

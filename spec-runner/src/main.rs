@@ -8,21 +8,29 @@
 //! bare core. With `--adapter tokio` they run in real time against that
 //! runtime's async pool, and unified-format files (the logging tests) run
 //! too, one line per test.
+//!
+//! `spec-runner replay [--at SECONDS] [--quiet] FILE` re-executes a pool's
+//! flight recording instead (see `spec_runner::replay`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use spec_runner::adapter::{Adapter, AdapterKind, WithAdapter};
+use spec_runner::replay::{replay_file, Show};
 use spec_runner::report::{self, Summary};
 use spec_runner::{RunOptions, TestOutcome};
 
-const USAGE: &str = "usage: spec-runner [--adapter <name>] [--trace <file-substring>] <dir-or-file>...";
+const USAGE: &str = "usage: spec-runner [--adapter <name>] [--trace <file-substring>] <dir-or-file>...
+       spec-runner replay [--at SECONDS] [--quiet] FILE";
 
 fn main() -> ExitCode {
     let mut options = RunOptions::default();
     let mut adapter = None;
     let mut paths = Vec::new();
-    let mut args = std::env::args().skip(1);
+    let mut args = std::env::args().skip(1).peekable();
+    if args.next_if_eq("replay").is_some() {
+        return replay(args);
+    }
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--trace" => match args.next() {
@@ -120,6 +128,35 @@ fn print_outcome(name: &str, line: &str, outcome: &TestOutcome) {
         outcome.trace.iter().for_each(|l| println!("{l}"));
     }
     println!("{line}");
+}
+
+/// `spec-runner replay`: exits non-zero when the recording cannot be read
+/// or does not replay identically.
+fn replay(mut args: impl Iterator<Item = String>) -> ExitCode {
+    let mut show = Show::Timeline;
+    let mut file = None;
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--at" => match args.next().and_then(|s| s.parse().ok()) {
+                Some(seconds) => show = Show::At(seconds),
+                None => return usage(),
+            },
+            "--quiet" => show = Show::Nothing,
+            _ if arg.starts_with('-') || file.is_some() => return usage(),
+            _ => file = Some(PathBuf::from(arg)),
+        }
+    }
+    let Some(file) = file else { return usage() };
+    match replay_file(&file, show) {
+        Ok(report) => {
+            print!("{report}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("spec-runner: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn usage() -> ExitCode {
