@@ -114,6 +114,7 @@ fn subjects() -> Vec<Subject> {
         subject_async::<cmap_tokio::CmapTokio>(),
         subject_async::<cmap_tokio::CmapTokioEvents>(),
         subject_async::<cmap_tokio::CmapTokioResets>(),
+        subject_async::<cmap_tokio::CmapTokioRecorder>(),
         subject_async::<cmap_async_std::CmapSmol>(),
         subject_async::<cmap_async_std::CmapAsyncStd>(),
         subject_blocking::<floor_blocking::BlockingFloor>(),
@@ -365,6 +366,7 @@ const R2D2: &str = "r2d2";
 const TOKIO: &str = "cmap-tokio";
 const EVENTS: &str = "cmap-tokio+events";
 const RESETS: &str = "cmap-tokio+resets";
+const RECORDER: &str = "cmap-tokio+recorder";
 const SMOL: &str = "cmap-async-std/smol";
 const ASYNC_STD: &str = "cmap-async-std/async-std";
 const BLOCKING: &str = "cmap-blocking";
@@ -427,9 +429,9 @@ fn per_event(m: &Measured, regime: Regime) -> Option<(f64, f64)> {
     })
 }
 
-/// What `RESETS = true` with a no-op reset costs per cycle, in `regime`.
-fn per_reset(m: &Measured, regime: Regime) -> Option<f64> {
-    Some(m.get(RESETS, regime)?.instructions - m.get(TOKIO, regime)?.instructions)
+/// What `variant` costs per cycle over plain cmap-tokio, in `regime`.
+fn extra_cost(m: &Measured, variant: &str, regime: Regime) -> Option<f64> {
+    Some(m.get(variant, regime)?.instructions - m.get(TOKIO, regime)?.instructions)
 }
 
 fn verdict(met: Option<bool>) -> &'static str {
@@ -463,8 +465,19 @@ pub fn markdown(m: &Measured, args: &[String]) -> String {
     let show = |r: Option<f64>| r.map_or("—".to_owned(), |r| format!("{r:.2}×"));
     let ev_a = per_event(m, Regime::A);
     let ev_b = per_event(m, Regime::B);
-    let re_a = per_reset(m, Regime::A);
-    let re_b = per_reset(m, Regime::B);
+    let re_a = extra_cost(m, RESETS, Regime::A);
+    let re_b = extra_cost(m, RESETS, Regime::B);
+    let rec_a = extra_cost(m, RECORDER, Regime::A);
+    let rec_b = extra_cost(m, RECORDER, Regime::B);
+    let share = |extra: Option<f64>, regime: Regime| {
+        extra
+            .zip(m.get(TOKIO, regime))
+            .map(|(e, plain)| e / plain.instructions)
+    };
+    let show_share = |extra: Option<f64>, regime: Regime| match (extra, share(extra, regime)) {
+        (Some(e), Some(s)) => format!("{} ({:+.1}%)", signed(e), s * 100.0),
+        _ => "—".to_owned(),
+    };
     let show_event = |e: Option<(f64, f64)>| {
         e.map_or("—".to_owned(), |(c, n)| {
             format!("{} per event ({n:.2} events per cycle)", thousands(c))
@@ -477,6 +490,12 @@ pub fn markdown(m: &Measured, args: &[String]) -> String {
         show_event(ev_b),
         re_a.map_or("—".to_owned(), signed),
         re_b.map_or("—".to_owned(), signed),
+    );
+    let _ = writeln!(
+        out,
+        "The flight recorder (100,000 entries) costs {} instructions per cycle in (a), {} in (b).\n",
+        show_share(rec_a, Regime::A),
+        show_share(rec_b, Regime::B),
     );
     out.push_str("| target (issue 20) | measured | status |\n|---|--:|---|\n");
     let mut target = |what: &str, measured: String, met: Option<bool>| {
@@ -510,6 +529,18 @@ pub fn markdown(m: &Measured, args: &[String]) -> String {
         "`RESETS = true` with a no-op reset ≤ 30 instructions per cycle (a)",
         re_a.map_or("—".to_owned(), signed),
         re_a.map(|c| c <= 30.0),
+    );
+    let worst = share(rec_a, Regime::A)
+        .zip(share(rec_b, Regime::B))
+        .map(|(x, y)| x.max(y));
+    target(
+        "the flight recorder on ≤ 10% of a cycle (a, b; issue 22)",
+        format!(
+            "(a) {}; (b) {}",
+            show_share(rec_a, Regime::A),
+            show_share(rec_b, Regime::B)
+        ),
+        worst.map(|w| w <= 0.10),
     );
     let r = ratio(a(BLOCKING), a(R2D2));
     target("cmap-blocking (a) ≤ r2d2", show(r), r.map(|r| r <= 1.0));

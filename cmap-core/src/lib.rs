@@ -102,6 +102,15 @@ macro_rules! record_input {
     };
 }
 
+/// Calls the flight recorder's hook `$call` (a method of `Pool` in
+/// `recorder/`); without the `recorder` feature, nothing.
+macro_rules! record {
+    ($call:expr) => {
+        #[cfg(feature = "recorder")]
+        $call;
+    };
+}
+
 /// Notes an output for the flight recorder as it is queued; without the
 /// `recorder` feature, nothing.
 macro_rules! record_output {

@@ -100,7 +100,7 @@ impl<C> Pool<C> {
     }
 
     pub(crate) fn push_action(&mut self, action: Action<C>) {
-        record_output!(self, crate::recorder::Recorded::of_action(&action));
+        record!(self.record_action(&action));
         self.out.push_back(Output::Action(action));
     }
 }

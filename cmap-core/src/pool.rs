@@ -288,14 +288,7 @@ impl<C> Pool<C> {
     }
 
     pub(crate) fn check_out(&mut self, now: Instant, deadline: Option<Instant>, serve: Serve) -> CheckOut<C> {
-        record_input!(
-            self,
-            now,
-            crate::recorder::Input::CheckOut {
-                deadline,
-                direct: matches!(serve, Serve::Directly),
-            }
-        );
+        record!(self.record_check_out(now, deadline, matches!(serve, Serve::Directly)));
         self.advance(now);
         self.hot.requests += 1;
         let id = WaiterId(self.hot.requests);
@@ -316,13 +309,7 @@ impl<C> Pool<C> {
                         return match serve {
                             Serve::Directly => {
                                 let connection = self.hand_out(started_at, available);
-                                record_output!(
-                                    self,
-                                    crate::recorder::Recorded::Served {
-                                        waiter: id,
-                                        connection: connection.id(),
-                                    }
-                                );
+                                record!(self.record_served(id, connection.id()));
                                 CheckOut::Ready(connection)
                             }
                             Serve::ByAction => {
@@ -362,7 +349,7 @@ impl<C> Pool<C> {
         if connection.meta.pool != self.id {
             return Err(CheckInError::WrongPool(connection));
         }
-        record_input!(self, now, crate::recorder::Input::CheckIn(*connection.meta));
+        record!(self.record_check_in(now, &connection.meta));
         self.advance(now);
         let Pooled { mut meta, conn } = connection;
         let entry = self.forget_in_use(&meta);

@@ -1,6 +1,7 @@
-//! cmap-tokio, with the shared options of `cmap_async.rs`.
-//! `CmapTokioEvents` is the same pool with a subscriber that counts every
-//! event: the event path's cost.
+//! cmap-tokio, with the shared options of `cmap_async.rs`, and the
+//! variants `bench instructions` compares it with: a subscriber that
+//! counts every event (the event path's cost), the manager's default
+//! `RESETS = true` with a no-op reset, and the flight recorder on.
 
 use std::future::Future;
 use std::sync::atomic::Ordering;
@@ -11,66 +12,74 @@ use super::cmap_async::{configured, get, Manager};
 use super::{AsyncPool, Setup};
 use crate::rt::Tokio;
 
-fn build<const RS: bool>(setup: &Setup, subscribe: bool) -> Pool<Manager<RS>> {
+/// What a variant adds to the plain pool.
+#[derive(Clone, Copy)]
+enum Extra {
+    Nothing,
+    /// A subscriber that counts every event.
+    Events,
+    /// The flight recorder, with [`RECORDER_CAPACITY`] entries.
+    Recorder,
+}
+
+/// The flight recorder's ring in `cmap-tokio+recorder`: large enough that
+/// its segments roll (and snapshot the pool) a few times per measurement.
+const RECORDER_CAPACITY: usize = 100_000;
+
+fn build<const RS: bool>(setup: &Setup, extra: Extra) -> Pool<Manager<RS>> {
     let (mut builder, manager) = configured(setup);
-    if subscribe {
-        let events = setup.events.clone();
-        builder = builder.on_event(move |_| {
-            events.fetch_add(1, Ordering::Relaxed);
-        });
+    match extra {
+        Extra::Nothing => {}
+        Extra::Events => {
+            let events = setup.events.clone();
+            builder = builder.on_event(move |_| {
+                events.fetch_add(1, Ordering::Relaxed);
+            });
+        }
+        Extra::Recorder => builder = builder.flight_recorder(RECORDER_CAPACITY),
     }
     builder
         .build_on(manager, TokioRuntime::new(tokio::runtime::Handle::current()))
         .expect("valid cmap-tokio options")
 }
 
-pub struct CmapTokio(Pool<Manager>);
+/// One variant: its type, its name in the tables, whether its manager
+/// resets, and what it adds.
+macro_rules! variant {
+    ($(#[$doc:meta])* $ty:ident, $name:literal, resets: $resets:literal, $extra:expr) => {
+        $(#[$doc])*
+        pub struct $ty(Pool<Manager<$resets>>);
 
-impl AsyncPool for CmapTokio {
-    const NAME: &'static str = "cmap-tokio";
-    const NATIVE_MIN: bool = true;
-    type Rt = Tokio;
-    type Guard<'a> = PooledConnection<'a, Manager>;
+        impl AsyncPool for $ty {
+            const NAME: &'static str = $name;
+            const NATIVE_MIN: bool = true;
+            type Rt = Tokio;
+            type Guard<'a> = PooledConnection<'a, Manager<$resets>>;
 
-    fn build(setup: &Setup) -> impl Future<Output = Self> + Send {
-        std::future::ready(CmapTokio(build(setup, false)))
-    }
+            fn build(setup: &Setup) -> impl Future<Output = Self> + Send {
+                std::future::ready($ty(build(setup, $extra)))
+            }
 
-    fn get(&self) -> impl Future<Output = Result<Self::Guard<'_>, String>> + Send {
-        get(&self.0)
-    }
+            fn get(&self) -> impl Future<Output = Result<Self::Guard<'_>, String>> + Send {
+                get(&self.0)
+            }
+        }
+    };
 }
 
-pub struct CmapTokioEvents(Pool<Manager>);
-
-impl AsyncPool for CmapTokioEvents {
-    const NAME: &'static str = "cmap-tokio+events";
-    const NATIVE_MIN: bool = true;
-    type Rt = Tokio;
-    type Guard<'a> = PooledConnection<'a, Manager>;
-
-    fn build(setup: &Setup) -> impl Future<Output = Self> + Send {
-        std::future::ready(CmapTokioEvents(build(setup, true)))
-    }
-
-    fn get(&self) -> impl Future<Output = Result<Self::Guard<'_>, String>> + Send {
-        get(&self.0)
-    }
-}
-
-pub struct CmapTokioResets(Pool<Manager<true>>);
-
-impl AsyncPool for CmapTokioResets {
-    const NAME: &'static str = "cmap-tokio+resets";
-    const NATIVE_MIN: bool = true;
-    type Rt = Tokio;
-    type Guard<'a> = PooledConnection<'a, Manager<true>>;
-
-    fn build(setup: &Setup) -> impl Future<Output = Self> + Send {
-        std::future::ready(CmapTokioResets(build(setup, false)))
-    }
-
-    fn get(&self) -> impl Future<Output = Result<Self::Guard<'_>, String>> + Send {
-        get(&self.0)
-    }
-}
+variant!(
+    /// The pool as its docs advise for speed.
+    CmapTokio, "cmap-tokio", resets: false, Extra::Nothing
+);
+variant!(
+    /// With a subscriber counting every event.
+    CmapTokioEvents, "cmap-tokio+events", resets: false, Extra::Events
+);
+variant!(
+    /// With the manager trait's default `RESETS = true` (a no-op reset).
+    CmapTokioResets, "cmap-tokio+resets", resets: true, Extra::Nothing
+);
+variant!(
+    /// With the flight recorder on.
+    CmapTokioRecorder, "cmap-tokio+recorder", resets: false, Extra::Recorder
+);

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use arbitrary::Arbitrary;
 use cmap_core::{
     Action, Address, CheckOut, Clear, ConnectionId, EstablishError, EstablishErrorKind, EstablishFailure,
-    Output, Pool, PoolOptions, Pooled, Reconnect, WaiterId,
+    Output, Pool, PoolOptions, Pooled, Reconnect, Recording, WaiterId,
 };
 
 /// The most inputs one run feeds: longer sequences find nothing shorter
@@ -180,19 +180,29 @@ impl Options {
     }
 }
 
-/// Runs `input` twice on fresh pools and checks everything the module
-/// says; panics on the first thing wrong.
+/// The flight recorder's ring in the second run: small, so that its
+/// segments roll and a replay starts from a snapshot taken mid-run.
+const RING: usize = 64;
+
+/// Runs `input` twice on fresh pools, the second time with the flight
+/// recorder on, and checks everything the module says, and that the
+/// recording replays exactly; panics on the first thing wrong.
 pub fn run(input: &Input) {
     let Some(options) = input.options.build() else {
         return;
     };
     let base = Instant::now();
-    let first = Driver::new(base, options.clone()).run(&input.steps);
-    let again = Driver::new(base, options).run(&input.steps);
+    let (first, _) = Driver::new(base, options.clone()).run(&input.steps, false);
+    let (again, recording) = Driver::new(base, options).run(&input.steps, true);
     assert!(
         first == again,
         "the same inputs at the same instants gave other outputs"
     );
+    let recording = recording.expect("the recorder began at once");
+    assert_eq!(recording.incident(), None);
+    if let Err(e) = recording.replay(base) {
+        panic!("the recording did not replay: {e}");
+    }
 }
 
 /// A minimal driver with its own books.
@@ -225,15 +235,18 @@ impl Driver {
         }
     }
 
-    fn run(mut self, steps: &[Step]) -> Vec<String> {
+    fn run(mut self, steps: &[Step], record: bool) -> (Vec<String>, Option<Recording>) {
         self.drain();
+        if record {
+            self.pool.start_recording(self.now, RING);
+        }
         for step in steps {
             self.transcript.push(format!("> {step:?}"));
             self.step(step);
             self.drain();
             self.check();
         }
-        self.transcript
+        (self.transcript, self.pool.recording())
     }
 
     fn step(&mut self, step: &Step) {

@@ -33,6 +33,11 @@ fn base() -> Option<Instant> {
     BASE.with(Cell::get)
 }
 
+/// `at` as nanoseconds from the base `with_base` set.
+pub(crate) fn relative(at: Instant) -> i64 {
+    nanos_from_base(base().expect("called inside with_base"), at)
+}
+
 /// An instant as signed nanoseconds from the base.
 pub(crate) fn nanos_from_base(base: Instant, at: Instant) -> i64 {
     let nanos = |d: Duration| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);

@@ -18,8 +18,8 @@ use std::io::{self, BufRead, Write};
 
 use serde::{Deserialize, Serialize};
 
-use super::codec::{nanos_from_base, with_base};
-use super::{Entry, Recorder};
+use super::codec::with_base;
+use super::Recorder;
 
 /// The name on a recording's first line.
 const FORMAT: &str = "cmap-recording";
@@ -86,22 +86,8 @@ pub enum RecordingError {
 impl Recording {
     pub(crate) fn of(recorder: &Recorder) -> Option<Recording> {
         let first = recorder.segments.front()?;
-        let base = recorder.base;
-        let lines = with_base(base, || {
-            recorder
-                .segments
-                .iter()
-                .flat_map(|s| &s.entries)
-                .map(|entry| match entry {
-                    Entry::Input { at, input } => Line::Input {
-                        at: nanos_from_base(base, *at),
-                        input: serde_json::to_value(input).expect("an input has a JSON form"),
-                    },
-                    Entry::Output(output) => Line::Output {
-                        output: format!("{output:?}"),
-                    },
-                })
-                .collect()
+        let lines = with_base(recorder.base, || {
+            recorder.segments.iter().flat_map(|s| s.lines()).collect()
         });
         Some(Recording {
             incident: recorder.incident.clone(),

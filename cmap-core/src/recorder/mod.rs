@@ -129,33 +129,136 @@ impl Recorded {
     }
 }
 
-#[derive(Debug)]
+/// One entry of a segment: plain data, so that recording one copies a few
+/// words and dropping a segment frees its buffers without visiting each
+/// entry. The inputs and outputs of every check out and check in are
+/// inline; the rest live in the segment's side tables, by index.
+#[derive(Debug, Clone, Copy)]
 pub(crate) enum Entry {
-    Input { at: Instant, input: Input },
-    Output(Recorded),
+    /// A checkout; `served`: the waiter and connection
+    /// `handle_check_out_direct` handed out at once.
+    CheckOut {
+        at: Instant,
+        deadline: Option<Instant>,
+        direct: bool,
+        served: Option<(WaiterId, ConnectionId)>,
+    },
+    /// A check-in, its metadata at `Segment::metas[meta]`.
+    CheckIn { at: Instant, meta: u32 },
+    /// An `Action::Deliver`.
+    Deliver {
+        waiter: WaiterId,
+        connection: ConnectionId,
+    },
+    /// Any other input, at `Segment::inputs[index]`.
+    Input { at: Instant, index: u32 },
+    /// Any other output, at `Segment::outputs[index]`.
+    Output { index: u32 },
 }
 
 /// The entries since one snapshot of the pool.
 #[derive(Debug)]
-struct Segment {
+pub(crate) struct Segment {
     /// The pool as the first entry found it (`Null` for a replay's own
     /// record, which starts from the recording's snapshot).
     snapshot: serde_json::Value,
-    entries: Vec<Entry>,
+    pub(crate) entries: Vec<Entry>,
+    pub(crate) metas: Vec<Meta>,
+    pub(crate) inputs: Vec<Input>,
+    pub(crate) outputs: Vec<Recorded>,
+}
+
+impl Segment {
+    fn new(snapshot: serde_json::Value, capacity: usize) -> Segment {
+        Segment {
+            snapshot,
+            entries: Vec::with_capacity(capacity),
+            metas: Vec::with_capacity(capacity / 4),
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+        }
+    }
+
+    /// Index of the next element of a side table.
+    fn index<T>(table: &[T]) -> u32 {
+        u32::try_from(table.len()).unwrap_or(u32::MAX)
+    }
+
+    fn push_input(&mut self, at: Instant, input: Input) {
+        let index = Segment::index(&self.inputs);
+        self.inputs.push(input);
+        self.entries.push(Entry::Input { at, index });
+    }
+
+    fn push_output(&mut self, output: Recorded) {
+        let index = Segment::index(&self.outputs);
+        self.outputs.push(output);
+        self.entries.push(Entry::Output { index });
+    }
+
+    /// Each entry as a recording keeps it: an input (its instant and its
+    /// JSON form, instants relative to the codec's base) or an output's
+    /// text. Both the recording and a replay's check read entries so.
+    pub(crate) fn lines(&self) -> impl Iterator<Item = file::Line> + '_ {
+        let input = |at: &Instant, input: &Input| file::Line::Input {
+            at: codec::relative(*at),
+            input: serde_json::to_value(input).expect("an input has a JSON form"),
+        };
+        let output = |output: &Recorded| file::Line::Output {
+            output: format!("{output:?}"),
+        };
+        self.entries.iter().flat_map(move |entry| {
+            let (first, second) = match entry {
+                Entry::CheckOut {
+                    at,
+                    deadline,
+                    direct,
+                    served,
+                } => (
+                    input(
+                        at,
+                        &Input::CheckOut {
+                            deadline: *deadline,
+                            direct: *direct,
+                        },
+                    ),
+                    served.map(|(waiter, connection)| output(&Recorded::Served { waiter, connection })),
+                ),
+                Entry::CheckIn { at, meta } => (input(at, &Input::CheckIn(self.metas[*meta as usize])), None),
+                Entry::Deliver { waiter, connection } => (
+                    output(&Recorded::Deliver {
+                        waiter: *waiter,
+                        connection: *connection,
+                    }),
+                    None,
+                ),
+                Entry::Input { at, index } => (input(at, &self.inputs[*index as usize]), None),
+                Entry::Output { index } => (output(&self.outputs[*index as usize]), None),
+            };
+            std::iter::once(first).chain(second)
+        })
+    }
+
+    fn clear(&mut self) {
+        self.entries.clear();
+        self.metas.clear();
+        self.inputs.clear();
+        self.outputs.clear();
+    }
 }
 
 /// A running recording (see the module doc).
 #[derive(Debug)]
 pub(crate) struct Recorder {
     /// Instants are written as nanoseconds from this one.
-    base: Instant,
+    pub(crate) base: Instant,
     /// Entries a segment holds before the next one starts (`usize::MAX`:
     /// one segment for ever, as a replay keeps).
     half: usize,
     /// At most two; empty until the first snapshot.
-    segments: VecDeque<Segment>,
+    pub(crate) segments: VecDeque<Segment>,
     /// Why the recording stopped: the pool failed its invariant check.
-    incident: Option<String>,
+    pub(crate) incident: Option<String>,
 }
 
 impl Recorder {
@@ -167,10 +270,10 @@ impl Recorder {
 
     /// Where entries go now, if anywhere.
     #[inline]
-    fn current(&mut self) -> Option<&mut Vec<Entry>> {
+    fn current(&mut self) -> Option<&mut Segment> {
         match self.incident {
             Some(_) => None,
-            None => self.segments.back_mut().map(|s| &mut s.entries),
+            None => self.segments.back_mut(),
         }
     }
 
@@ -179,12 +282,21 @@ impl Recorder {
         Recorder {
             base,
             half: usize::MAX,
-            segments: VecDeque::from([Segment {
-                snapshot: serde_json::Value::Null,
-                entries: Vec::new(),
-            }]),
+            segments: VecDeque::from([Segment::new(serde_json::Value::Null, 0)]),
             incident: None,
         }
+    }
+
+    /// The replay's own entries since the last call, as lines; forgets them.
+    pub(crate) fn take_lines(&mut self) -> Vec<file::Line> {
+        let base = self.base;
+        let segment = self
+            .segments
+            .back_mut()
+            .expect("a replay's recorder has its segment");
+        let lines = codec::with_base(base, || segment.lines().collect());
+        segment.clear();
+        lines
     }
 }
 
@@ -230,28 +342,78 @@ impl<C> Pool<C> {
         !self.out.is_empty() || !self.apart.is_empty()
     }
 
-    /// Notes an input, before it is handled.
+    /// The segment an input goes to, after starting a new one if one is
+    /// due (and the outputs are drained); `None` while not recording.
     #[inline]
-    pub(crate) fn record_input(&mut self, now: Instant, input: impl FnOnce() -> Input) {
-        let Some(recorder) = self.recorder.as_deref() else {
-            return;
-        };
-        if recorder.roll_due() && !self.has_pending_outputs() {
+    fn input_segment(&mut self) -> Option<&mut Segment> {
+        if self.recorder.as_deref()?.roll_due() && !self.has_pending_outputs() {
             self.roll();
         }
-        if let Some(entries) = self.recorder.as_deref_mut().and_then(Recorder::current) {
-            entries.push(Entry::Input {
+        self.recorder.as_deref_mut()?.current()
+    }
+
+    /// Notes an input other than a check out or in, before it is handled.
+    #[inline]
+    pub(crate) fn record_input(&mut self, now: Instant, input: impl FnOnce() -> Input) {
+        if let Some(segment) = self.input_segment() {
+            segment.push_input(now, input());
+        }
+    }
+
+    /// Notes a checkout, before it is handled.
+    #[inline]
+    pub(crate) fn record_check_out(&mut self, now: Instant, deadline: Option<Instant>, direct: bool) {
+        if let Some(segment) = self.input_segment() {
+            segment.entries.push(Entry::CheckOut {
                 at: now,
-                input: input(),
+                deadline,
+                direct,
+                served: None,
             });
         }
     }
 
-    /// Notes an output as it is queued (or returned).
+    /// Notes that the checkout just noted was served at once, with
+    /// `connection`.
+    #[inline]
+    pub(crate) fn record_served(&mut self, waiter: WaiterId, connection: ConnectionId) {
+        let Some(segment) = self.recorder.as_deref_mut().and_then(Recorder::current) else {
+            return;
+        };
+        if let Some(Entry::CheckOut { served, .. }) = segment.entries.last_mut() {
+            *served = Some((waiter, connection));
+        }
+    }
+
+    /// Notes a check-in, before it is handled.
+    #[inline]
+    pub(crate) fn record_check_in(&mut self, now: Instant, meta: &Meta) {
+        if let Some(segment) = self.input_segment() {
+            let index = Segment::index(&segment.metas);
+            segment.metas.push(*meta);
+            segment.entries.push(Entry::CheckIn { at: now, meta: index });
+        }
+    }
+
+    /// Notes an output as it is queued.
     #[inline]
     pub(crate) fn record_output(&mut self, output: impl FnOnce() -> Recorded) {
-        if let Some(entries) = self.recorder.as_deref_mut().and_then(Recorder::current) {
-            entries.push(Entry::Output(output()));
+        if let Some(segment) = self.recorder.as_deref_mut().and_then(Recorder::current) {
+            segment.push_output(output());
+        }
+    }
+
+    /// Notes an action as it is queued.
+    #[inline]
+    pub(crate) fn record_action(&mut self, action: &Action<C>) {
+        if let Some(segment) = self.recorder.as_deref_mut().and_then(Recorder::current) {
+            match action {
+                Action::Deliver { waiter, connection } => segment.entries.push(Entry::Deliver {
+                    waiter: *waiter,
+                    connection: connection.id(),
+                }),
+                other => segment.push_output(Recorded::of_action(other)),
+            }
         }
     }
 
@@ -267,10 +429,9 @@ impl<C> Pool<C> {
         });
         match snapshot {
             Ok(snapshot) => {
-                recorder.segments.push_back(Segment {
-                    snapshot,
-                    entries: Vec::with_capacity(recorder.half.min(1 << 16)),
-                });
+                recorder
+                    .segments
+                    .push_back(Segment::new(snapshot, recorder.half.min(1 << 16)));
                 if recorder.segments.len() > 2 {
                     recorder.segments.pop_front();
                 }

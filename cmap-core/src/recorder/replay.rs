@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::codec::{instant_from_base, nanos_from_base, with_base};
 use super::file::Line;
-use super::{Entry, Input, Recorder, Recording};
+use super::{Input, Recorder, Recording};
 use crate::connection::{Meta, PoolId, Pooled};
 use crate::pool::{Clear, Pool, Serve};
 use crate::stats::Status;
@@ -253,11 +253,12 @@ impl Pool<()> {
         let Some(recorder) = self.recorder.as_deref_mut() else {
             return Vec::new();
         };
-        let entries = recorder.segments.iter_mut().flat_map(|s| s.entries.drain(..));
-        entries
-            .filter_map(|entry| match entry {
-                Entry::Output(output) => Some(format!("{output:?}")),
-                Entry::Input { .. } => None,
+        recorder
+            .take_lines()
+            .into_iter()
+            .filter_map(|line| match line {
+                Line::Output { output } => Some(output),
+                Line::Input { .. } => None,
             })
             .collect()
     }
@@ -287,7 +288,7 @@ impl Pool<()> {
                 at(pending.created_at),
                 pending
                     .requester
-                    .map_or("minPoolSize".to_owned(), |w| format!("waiter {w}"))
+                    .map_or("no waiter".to_owned(), |w| format!("waiter {w}"))
             );
         }
         for meta in self.conns.available_metas() {
