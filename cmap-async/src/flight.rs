@@ -78,3 +78,36 @@ impl Flight {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use cmap_core::{Address, Pool, PoolOptions, Recording};
+
+    use super::Flight;
+
+    /// An incident's recording lands in the folder, named after the
+    /// address, and reads back as the same recording.
+    #[test]
+    fn an_incident_is_written_where_the_builder_said() {
+        let dir = std::env::temp_dir().join(format!("cmap-flight-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let now = Instant::now();
+        let options = PoolOptions::builder().max_pool_size(1).build().unwrap();
+        let address = Address::new("db", 27017);
+        let mut core: Pool<()> = Pool::new(now, address.clone(), options);
+        while core.poll_output().is_some() {}
+        core.start_recording(now, 100);
+        core.handle_ready(now + Duration::from_millis(1)).unwrap();
+        let recording = core.recording().unwrap();
+        Flight::new(100, Some(dir.clone())).report(&address, &recording);
+        let files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+        assert_eq!(files.len(), 1, "{files:?}");
+        let name = files[0].file_name().unwrap().to_string_lossy().into_owned();
+        assert!(name.starts_with("cmap-db_27017-") && name.ends_with(".jsonl"), "{name}");
+        let read = Recording::read_from(std::io::BufReader::new(std::fs::File::open(&files[0]).unwrap())).unwrap();
+        assert_eq!(read, recording);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

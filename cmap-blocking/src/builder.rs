@@ -145,12 +145,14 @@ impl<M: ManageConnection> PoolBuilder<M> {
 
     /// Keeps a flight recorder of the last `capacity` inputs and outputs of
     /// the pool's core: see [`cmap_async::PoolBuilder::flight_recorder`].
+    #[cfg(feature = "recorder")]
     pub fn flight_recorder(self, capacity: usize) -> Self {
         self.map(|b| b.flight_recorder(capacity))
     }
 
     /// Where an incident's recording is written: see
     /// [`cmap_async::PoolBuilder::flight_recorder_dir`].
+    #[cfg(feature = "recorder")]
     pub fn flight_recorder_dir(self, dir: impl Into<std::path::PathBuf>) -> Self {
         let dir = dir.into();
         self.map(|b| b.flight_recorder_dir(dir))

@@ -219,6 +219,7 @@ impl<M: ManageConnection> Pool<M> {
     }
 
     /// What the flight recorder holds: see [`cmap_async::Pool::recording`].
+    #[cfg(feature = "recorder")]
     pub fn recording(&self) -> Option<cmap_async::Recording> {
         self.inner.recording()
     }
