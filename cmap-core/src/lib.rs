@@ -93,30 +93,39 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-/// Notes an input for the flight recorder (`recorder/`), before it is
-/// handled; without the `recorder` feature, nothing.
+// The flight recorder's hooks (`recorder/`). Each expands to nothing
+// without the `recorder` feature, and with it to one test of
+// `Pool::recorder` around a call kept out of line, so that a pool that
+// records nothing inlines its hot paths as if the feature were off.
+
+/// Notes an input for the flight recorder, before it is handled.
 macro_rules! record_input {
     ($pool:expr, $now:expr, $input:expr) => {
         #[cfg(feature = "recorder")]
-        $pool.record_input($now, || $input);
+        if $pool.recorder.is_some() {
+            $pool.record_input($now, || $input);
+        }
     };
 }
 
-/// Calls the flight recorder's hook `$call` (a method of `Pool` in
-/// `recorder/`); without the `recorder` feature, nothing.
+/// Calls the flight recorder's hook `$method` (a method of `Pool` in
+/// `recorder/`) while a recorder runs.
 macro_rules! record {
-    ($call:expr) => {
+    ($pool:ident . $method:ident ( $($arg:expr),* $(,)? )) => {
         #[cfg(feature = "recorder")]
-        $call;
+        if $pool.recorder.is_some() {
+            $pool.$method($($arg),*);
+        }
     };
 }
 
-/// Notes an output for the flight recorder as it is queued; without the
-/// `recorder` feature, nothing.
+/// Notes an output for the flight recorder as it is queued.
 macro_rules! record_output {
     ($pool:expr, $output:expr) => {
         #[cfg(feature = "recorder")]
-        $pool.record_output(|| $output);
+        if $pool.recorder.is_some() {
+            $pool.record_output(|| $output);
+        }
     };
 }
 

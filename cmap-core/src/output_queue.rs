@@ -28,13 +28,21 @@ impl<C> Pool<C> {
 
     /// Whether events are produced. Off, no event is built at all (the
     /// fast paths then emit nothing but their action).
+    #[inline]
     pub fn set_events_enabled(&mut self, enabled: bool) {
         // Drivers call this on every input: a store of the same value would
         // still take the line from the core that wrote it last.
         if self.events_enabled != enabled {
-            record_input!(self, self.now, crate::recorder::Input::EventsEnabled(enabled));
-            self.events_enabled = enabled;
+            self.switch_events(enabled);
         }
+    }
+
+    /// The rare part of `set_events_enabled`, out of line so that the
+    /// check every input makes stays small enough to inline.
+    #[inline(never)]
+    fn switch_events(&mut self, enabled: bool) {
+        record_input!(self, self.now, crate::recorder::Input::EventsEnabled(enabled));
+        self.events_enabled = enabled;
     }
 
     /// Keeps events apart from actions: `poll_output` then yields only

@@ -326,3 +326,27 @@ fn another_format_or_version_is_refused() {
         Err(cmap_core::RecordingError::Format { line: 1, .. })
     ));
 }
+
+/// A checkout served at once returns its connection instead of an
+/// output; the recording keeps it as `Served`, right after its input, and
+/// a replay that served another connection is caught.
+#[test]
+fn a_checkout_served_at_once_is_recorded_with_its_connection() {
+    let text = write(&busy_recording());
+    let served: Vec<(usize, &str)> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains("Served {"))
+        .collect();
+    assert!(!served.is_empty(), "{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    for (n, _) in &served {
+        assert!(lines[n - 1].contains("\"direct\":true"), "{}", lines[n - 1]);
+    }
+    let (n, line) = served[0];
+    let altered = line.replace("connection: ConnectionId(", "connection: ConnectionId(9");
+    let mut changed = lines.clone();
+    changed[n] = &altered;
+    let err = read(&changed.join("\n")).replay(origin()).unwrap_err();
+    assert!(matches!(err, ReplayError::Diverged { .. }), "{err}");
+}

@@ -15,11 +15,13 @@
 //! instants, and error messages as the pool's events already carry them.
 
 use std::io::{self, BufRead, Write};
+use std::sync::OnceLock;
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
 use super::codec::with_base;
-use super::Recorder;
+use super::{Recorder, Segment};
 
 /// The name on a recording's first line.
 const FORMAT: &str = "cmap-recording";
@@ -31,11 +33,31 @@ pub(crate) const VERSION: u32 = 1;
 /// [`write_to`](Self::write_to), read it back with
 /// [`read_from`](Self::read_from), and re-execute it with
 /// [`replay`](Self::replay).
-#[derive(Debug, Clone, PartialEq)]
+///
+/// Taking one from a pool copies the recorder's entries as they are (plain
+/// data: a memory copy, done under a driver's lock); they are turned into
+/// lines on first use, outside it.
+#[derive(Debug, Clone)]
 pub struct Recording {
     pub(crate) incident: Option<String>,
     pub(crate) snapshot: serde_json::Value,
-    pub(crate) lines: Vec<Line>,
+    /// The entries as recorded, until `lines` is first asked for.
+    entries: Option<Entries>,
+    lines: OnceLock<Vec<Line>>,
+}
+
+/// A copy of a recorder's segments and the instant its lines count from.
+#[derive(Debug, Clone)]
+struct Entries {
+    base: Instant,
+    segments: Vec<Segment>,
+}
+
+/// Two recordings are equal when they hold the same lines.
+impl PartialEq for Recording {
+    fn eq(&self, other: &Recording) -> bool {
+        self.incident == other.incident && self.snapshot == other.snapshot && self.lines() == other.lines()
+    }
 }
 
 /// One line after the snapshot.
@@ -86,19 +108,30 @@ pub enum RecordingError {
 impl Recording {
     pub(crate) fn of(recorder: &Recorder) -> Option<Recording> {
         let first = recorder.segments.front()?;
-        let lines = with_base(recorder.base, || {
-            recorder.segments.iter().flat_map(|s| s.lines()).collect()
-        });
         Some(Recording {
             incident: recorder.incident.clone(),
             snapshot: first.snapshot.clone(),
-            lines,
+            entries: Some(Entries {
+                base: recorder.base,
+                segments: recorder.segments.iter().cloned().collect(),
+            }),
+            lines: OnceLock::new(),
+        })
+    }
+
+    /// Every line after the snapshot, made from the entries on first use.
+    pub(crate) fn lines(&self) -> &[Line] {
+        self.lines.get_or_init(|| match &self.entries {
+            Some(Entries { base, segments }) => {
+                with_base(*base, || segments.iter().flat_map(|s| s.lines()).collect())
+            }
+            None => Vec::new(),
         })
     }
 
     /// Inputs recorded.
     pub fn inputs(&self) -> usize {
-        self.lines
+        self.lines()
             .iter()
             .filter(|l| matches!(l, Line::Input { .. }))
             .count()
@@ -106,7 +139,7 @@ impl Recording {
 
     /// Outputs recorded.
     pub fn outputs(&self) -> usize {
-        self.lines.len() - self.inputs()
+        self.lines().len() - self.inputs()
     }
 
     /// Why the recorder stopped on its own, if it did: the pool's state
@@ -131,7 +164,7 @@ impl Recording {
         out.write_all(b"\n")?;
         serde_json::to_writer(&mut out, &snapshot)?;
         out.write_all(b"\n")?;
-        for line in &self.lines {
+        for line in self.lines() {
             serde_json::to_writer(&mut out, line)?;
             out.write_all(b"\n")?;
         }
@@ -185,7 +218,8 @@ impl Recording {
         Ok(Recording {
             incident: header.incident,
             snapshot,
-            lines: parsed,
+            entries: None,
+            lines: OnceLock::from(parsed),
         })
     }
 }

@@ -81,7 +81,7 @@ pub(crate) enum Input {
 
 /// One output, with the connection left out. Its `Debug` text is what a
 /// recording keeps and a replay compares.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 #[allow(dead_code)] // the fields are read through `Debug`
 pub(crate) enum Recorded {
     Event(Event),
@@ -157,7 +157,7 @@ pub(crate) enum Entry {
 }
 
 /// The entries since one snapshot of the pool.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Segment {
     /// The pool as the first entry found it (`Null` for a replay's own
     /// record, which starts from the recording's snapshot).
@@ -353,7 +353,7 @@ impl<C> Pool<C> {
     }
 
     /// Notes an input other than a check out or in, before it is handled.
-    #[inline]
+    #[inline(never)]
     pub(crate) fn record_input(&mut self, now: Instant, input: impl FnOnce() -> Input) {
         if let Some(segment) = self.input_segment() {
             segment.push_input(now, input());
@@ -373,14 +373,19 @@ impl<C> Pool<C> {
         }
     }
 
-    /// Notes that the checkout just noted was served at once, with
-    /// `connection`.
+    /// Notes that the checkout being handled was served at once, with
+    /// `connection`: on its entry, the last checkout noted (only its
+    /// events follow it).
     #[inline]
     pub(crate) fn record_served(&mut self, waiter: WaiterId, connection: ConnectionId) {
         let Some(segment) = self.recorder.as_deref_mut().and_then(Recorder::current) else {
             return;
         };
-        if let Some(Entry::CheckOut { served, .. }) = segment.entries.last_mut() {
+        let entry = segment.entries.iter_mut().rev().find_map(|entry| match entry {
+            Entry::CheckOut { served, .. } => Some(served),
+            _ => None,
+        });
+        if let Some(served) = entry {
             *served = Some((waiter, connection));
         }
     }
@@ -396,7 +401,7 @@ impl<C> Pool<C> {
     }
 
     /// Notes an output as it is queued.
-    #[inline]
+    #[inline(never)]
     pub(crate) fn record_output(&mut self, output: impl FnOnce() -> Recorded) {
         if let Some(segment) = self.recorder.as_deref_mut().and_then(Recorder::current) {
             segment.push_output(output());
@@ -404,7 +409,7 @@ impl<C> Pool<C> {
     }
 
     /// Notes an action as it is queued.
-    #[inline]
+    #[inline(never)]
     pub(crate) fn record_action(&mut self, action: &Action<C>) {
         if let Some(segment) = self.recorder.as_deref_mut().and_then(Recorder::current) {
             match action {

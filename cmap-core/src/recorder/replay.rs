@@ -110,7 +110,7 @@ impl Recording {
         pool.adopt_restored();
         pool.recorder = Some(Box::new(Recorder::unbounded(base)));
         let mut steps = Vec::new();
-        let mut lines = self.lines.iter().peekable();
+        let mut lines = self.lines().iter().peekable();
         while let Some(line) = lines.next() {
             let Line::Input { at, input: text } = line else {
                 return Err(ReplayError::Malformed("an output before any input".into()));
