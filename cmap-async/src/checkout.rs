@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use cmap_core::{CheckOut, CheckOutError, ConnectionId, Pooled, SharedError, TimeoutContext, WaiterId};
 
 use crate::clock::CoarseNow;
-use crate::driver::{lock_slot, Mine, SharedSlot, Slot, Work};
+use crate::driver::{lock_slot, Deferred, OwnCheckout, SharedSlot, Slot};
 use crate::error::GetError;
 use crate::manager::ManageConnection;
 use crate::panics::Hook;
@@ -76,8 +76,8 @@ impl<M: ManageConnection, R: Runtime> Future for Checkout<'_, M, R> {
         let shared = self.shared;
         match &self.state {
             State::Start => {
-                let mut work = Work::default();
-                let mut mine = Mine::default();
+                let mut deferred = Deferred::default();
+                let mut own = OwnCheckout::default();
                 // Made outside the lock when this checkout will likely wait
                 // (dropped unused if it does not).
                 let mut spare = shared.likely_to_wait().then(|| new_slot(cx));
@@ -91,23 +91,23 @@ impl<M: ManageConnection, R: Runtime> Future for Checkout<'_, M, R> {
                     self.issued_before = inner.last_issued;
                     let id = match inner.core.handle_check_out_direct(now, deadline) {
                         CheckOut::Ready(connection) => {
-                            mine.outcome = Some(Ok(connection));
+                            own.outcome = Some(Ok(connection));
                             None
                         }
                         CheckOut::Later(id) => Some(id),
                     };
                     // Served at once, or completed among this input's own
                     // outputs: no slot. Otherwise it waits in one.
-                    mine.id = id;
-                    shared.finish(&mut inner, now, &mut work, &mut mine, usize::MAX);
-                    id.filter(|_| mine.outcome.is_none()).map(|id| {
+                    own.id = id;
+                    shared.finish(&mut inner, now, &mut deferred, &mut own, usize::MAX);
+                    id.filter(|_| own.outcome.is_none()).map(|id| {
                         let slot = spare.take().unwrap_or_else(|| new_slot(cx));
                         inner.waiters.insert(id, slot.clone());
                         (id, slot)
                     })
                 };
-                shared.perform(work);
-                match mine.outcome {
+                shared.perform(deferred);
+                match own.outcome {
                     Some(outcome) => {
                         self.state = State::Done;
                         Poll::Ready(outcome)

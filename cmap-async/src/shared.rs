@@ -11,7 +11,7 @@ use crossbeam_utils::CachePadded;
 use event_listener::Event;
 
 use crate::clock::CoarseNow;
-use crate::driver::{lock_slot, Fill, Inner, Mine, MoreWork, Slot, Work};
+use crate::driver::{lock_slot, Deferred, Inner, OwnCheckout, RareDeferred, Slot, SlotFill};
 use crate::events::EventHub;
 use crate::interrupt::Interrupts;
 use crate::leak::Leaks;
@@ -170,12 +170,12 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         &'a self,
         inner: &mut Inner<M::Connection>,
         now: Instant,
-        work: &mut Work<'a, M::Connection>,
-        mine: &mut Mine<M::Connection>,
+        deferred: &mut Deferred<'a, M::Connection>,
+        own: &mut OwnCheckout<M::Connection>,
         limit: usize,
     ) -> bool {
-        let more = inner.drain(now, &self.events, &self.interrupts, work, mine, limit);
-        inner.rearm(work);
+        let more = inner.drain(now, &self.events, &self.interrupts, deferred, own, limit);
+        inner.rearm(deferred);
         more
     }
 
@@ -187,39 +187,45 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
 
     /// [`Shared::input`] from a clock reading taken by the caller.
     fn input_at<T>(&self, read: CoarseNow, f: impl FnOnce(&mut Inner<M::Connection>, Instant) -> T) -> T {
-        let mut work = Work::default();
+        let mut deferred = Deferred::default();
         let out = {
             let mut inner = self.lock();
             let now = self.begin(&mut inner, read, false).at;
             let out = f(&mut inner, now);
-            self.finish(&mut inner, now, &mut work, &mut Mine::default(), usize::MAX);
+            self.finish(
+                &mut inner,
+                now,
+                &mut deferred,
+                &mut OwnCheckout::default(),
+                usize::MAX,
+            );
             out
         };
-        self.perform(work);
+        self.perform(deferred);
         out
     }
 
     /// Carries out what an input drained, outside the lock.
-    pub(crate) fn perform(&self, work: Work<'_, M::Connection>) {
-        if work.is_empty() {
+    pub(crate) fn perform(&self, deferred: Deferred<'_, M::Connection>) {
+        if deferred.is_empty() {
             return;
         }
-        let Work {
+        let Deferred {
             served,
-            more,
+            rare,
             interrupt,
             rearm,
             events,
-        } = work;
+        } = deferred;
         let mut later = Vec::new();
-        if let Some(more) = more {
-            let MoreWork {
-                fill,
+        if let Some(rare) = rare {
+            let RareDeferred {
+                fills,
                 establish,
                 close,
                 abort,
-            } = *more;
-            later = fill;
+            } = *rare;
+            later = fills;
             for (id, abort) in establish {
                 self.spawn_establish(id, abort);
             }
@@ -258,7 +264,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     /// Puts a waiting checkout's outcome in its slot and wakes it; if its
     /// future was dropped meanwhile (it found its waiter already gone, so
     /// it cancelled nothing), a connection goes back to the pool.
-    fn fill(&self, (slot, outcome): Fill<M::Connection>) {
+    fn fill(&self, (slot, outcome): SlotFill<M::Connection>) {
         let mut state = lock_slot(&slot);
         match &mut *state {
             Slot::Waiting(waker) => {
