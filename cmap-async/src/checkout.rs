@@ -5,8 +5,9 @@
 //! input (a connection is available), the connection is returned at once:
 //! no slot, no waker. Otherwise it waits in a slot, completed by whichever
 //! input drains its `Deliver` or `Fail` (once that input's lock is
-//! released and its events are out). Its
-//! deadline is the core's: the timer task fails it on time.
+//! released and its events are out). Its deadline is the core's: the timer
+//! task fails it on time. The input cycle a poll runs, step by step, and
+//! the lock order: `shared.rs`'s module doc.
 //!
 //! Dropped while queued, it cancels its waiter; dropped after its
 //! connection was delivered but before it took it, it checks that
