@@ -12,9 +12,10 @@
 //!
 //! 0. **Clock, before the lock** ([`Shared::read_clock`]): the runtime's
 //!    cheap reading (`Runtime::now_coarse`) while the last unlock said no
-//!    checkout waits, the precise one (`Runtime::now`) otherwise, so the
-//!    lock is never held across a clock read. A checkout that will likely
-//!    wait also makes its slot and clones its waker here.
+//!    checkout waits, the precise one (`Runtime::now`) otherwise, so that
+//!    no clock is read under the lock unless that hint was stale (step 2).
+//!    A checkout that will likely wait also makes its slot and clones its
+//!    waker here.
 //! 1. **Lock** ([`Shared::lock`]): the pool's mutex, held as [`Locked`].
 //! 2. **Begin** ([`Shared::begin`]): the core's events switched on or off
 //!    (on while someone subscribes or DEBUG logging is on), and the
