@@ -207,7 +207,8 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     }
 
     /// The clock an input starts with, read before the lock is taken so
-    /// that the lock is never held across a clock read: the runtime's
+    /// that no clock is read under the lock unless `begin` finds this
+    /// reading unfit (step 2 of the cycle in the module doc): the runtime's
     /// cheap reading while no checkout waits (see `Runtime::now_coarse`),
     /// the precise one otherwise.
     pub(crate) fn read_clock(&self) -> CoarseNow {
