@@ -5,8 +5,9 @@
 //! input (a connection is available), the connection is returned at once:
 //! no slot, no waker. Otherwise it waits in a slot, completed by whichever
 //! input drains its `Deliver` or `Fail` (once that input's lock is
-//! released and its events are out). Its
-//! deadline is the core's: the timer task fails it on time.
+//! released and its events are out). Its deadline is the core's: the timer
+//! task fails it on time. The input cycle a poll runs, step by step, and
+//! the lock order: `shared.rs`'s module doc.
 //!
 //! Dropped while queued, it cancels its waiter; dropped after its
 //! connection was delivered but before it took it, it checks that
@@ -22,7 +23,7 @@ use std::time::{Duration, Instant};
 use cmap_core::{CheckOut, CheckOutError, ConnectionId, Pooled, SharedError, TimeoutContext, WaiterId};
 
 use crate::clock::CoarseNow;
-use crate::driver::{lock_slot, Mine, SharedSlot, Slot, Work};
+use crate::driver::{lock_slot, Deferred, OwnCheckout, SharedSlot, Slot};
 use crate::error::GetError;
 use crate::manager::ManageConnection;
 use crate::panics::Hook;
@@ -76,8 +77,8 @@ impl<M: ManageConnection, R: Runtime> Future for Checkout<'_, M, R> {
         let shared = self.shared;
         match &self.state {
             State::Start => {
-                let mut work = Work::default();
-                let mut mine = Mine::default();
+                let mut deferred = Deferred::default();
+                let mut own = OwnCheckout::default();
                 // Made outside the lock when this checkout will likely wait
                 // (dropped unused if it does not).
                 let mut spare = shared.likely_to_wait().then(|| new_slot(cx));
@@ -91,23 +92,23 @@ impl<M: ManageConnection, R: Runtime> Future for Checkout<'_, M, R> {
                     self.issued_before = inner.last_issued;
                     let id = match inner.core.handle_check_out_direct(now, deadline) {
                         CheckOut::Ready(connection) => {
-                            mine.outcome = Some(Ok(connection));
+                            own.outcome = Some(Ok(connection));
                             None
                         }
                         CheckOut::Later(id) => Some(id),
                     };
                     // Served at once, or completed among this input's own
                     // outputs: no slot. Otherwise it waits in one.
-                    mine.id = id;
-                    shared.finish(&mut inner, now, &mut work, &mut mine, usize::MAX);
-                    id.filter(|_| mine.outcome.is_none()).map(|id| {
+                    own.id = id;
+                    shared.finish(&mut inner, now, &mut deferred, &mut own, usize::MAX);
+                    id.filter(|_| own.outcome.is_none()).map(|id| {
                         let slot = spare.take().unwrap_or_else(|| new_slot(cx));
                         inner.waiters.insert(id, slot.clone());
                         (id, slot)
                     })
                 };
-                shared.perform(work);
-                match mine.outcome {
+                shared.perform(deferred);
+                match own.outcome {
                     Some(outcome) => {
                         self.state = State::Done;
                         Poll::Ready(outcome)

@@ -1,5 +1,6 @@
 //! What lives under the pool's lock, and the drain that turns the core's
-//! outputs into [`Work`] to do once the lock is released.
+//! outputs into what the input does once the lock is released
+//! ([`Deferred`]). The whole input cycle is walked through in `shared.rs`.
 //!
 //! Under the lock only bookkeeping happens: a delivery or failure is
 //! taken from its waiter's entry (so no other input can cancel or complete
@@ -36,10 +37,11 @@ pub(crate) enum Slot<C> {
 /// lock.
 pub(crate) type SharedSlot<C> = Arc<Mutex<Slot<C>>>;
 
-/// A queued checkout's outcome on its way to its slot: decided under the
-/// pool's lock (its waiter is gone from `Inner::waiters` then), put in the
-/// slot once the lock is released and the input's events are out.
-pub(crate) type Fill<C> = (SharedSlot<C>, Result<Pooled<C>, CheckOutError>);
+/// A queued checkout's outcome on its way to its slot, named for what
+/// becomes of it (it fills that slot): decided under the pool's lock (its
+/// waiter is gone from `Inner::waiters` then), put in the slot once the
+/// lock is released and the input's events are out (`Shared::fill`).
+pub(crate) type SlotFill<C> = (SharedSlot<C>, Result<Pooled<C>, CheckOutError>);
 
 pub(crate) fn lock_slot<C>(slot: &Mutex<Slot<C>>) -> MutexGuard<'_, Slot<C>> {
     slot.lock().unwrap_or_else(PoisonError::into_inner)
@@ -67,39 +69,44 @@ pub(crate) struct Inner<C> {
     pub(crate) inherited: Option<ConnectionId>,
 }
 
-/// What an input leaves to do once the lock is released.
+/// What an input defers until the pool's lock is released: decided under
+/// the lock, in order, and carried out by `Shared::perform` after it
+/// (see the input cycle in `shared.rs`).
 ///
 /// Most inputs (a served checkout, a check-in) leave nothing, or one
 /// outcome for a waiting checkout (a check-in handing its connection to the
 /// oldest waiter): that much is kept inline, and everything rarer in a box
 /// built on first use, so the common input builds and drops no vector.
-pub(crate) struct Work<'a, C> {
+pub(crate) struct Deferred<'a, C> {
     /// The first outcome to put in its slot, when it is a connection (the
     /// common case: a check-in handing its connection to the oldest
-    /// waiter), kept small; any other outcome goes to `more`.
+    /// waiter), kept small; any other outcome goes to `rare`.
     pub(crate) served: Option<(SharedSlot<C>, Pooled<C>)>,
-    pub(crate) more: Option<Box<MoreWork<C>>>,
+    pub(crate) rare: Option<Box<RareDeferred<C>>>,
     pub(crate) interrupt: bool,
     pub(crate) rearm: bool,
     /// The events drained, to deliver.
     pub(crate) events: Outbox<'a>,
 }
 
-/// The rarer part of [`Work`].
-pub(crate) struct MoreWork<C> {
-    /// Outcomes after `Work::served` (or all of them, if the first is a
+/// The rarer part of [`Deferred`]: what only some inputs leave (a
+/// connection to establish, close or stop establishing, a failed or
+/// second outcome), boxed and built on first use so that the common input
+/// carries none of it.
+pub(crate) struct RareDeferred<C> {
+    /// Outcomes after `Deferred::served` (or all of them, if the first is a
     /// failure), in order.
-    pub(crate) fill: Vec<Fill<C>>,
+    pub(crate) fills: Vec<SlotFill<C>>,
     pub(crate) establish: Vec<(ConnectionId, Arc<Abort>)>,
     pub(crate) close: Vec<C>,
     pub(crate) abort: Vec<Arc<Abort>>,
 }
 
-impl<C> Default for Work<'_, C> {
+impl<C> Default for Deferred<'_, C> {
     fn default() -> Self {
-        Work {
+        Deferred {
             served: None,
-            more: None,
+            rare: None,
             interrupt: false,
             rearm: false,
             events: Outbox::Empty,
@@ -107,21 +114,21 @@ impl<C> Default for Work<'_, C> {
     }
 }
 
-impl<C> Work<'_, C> {
+impl<C> Deferred<'_, C> {
     /// Nothing to do after the lock: the common served checkout or
     /// check-in nobody waited for.
     pub(crate) fn is_empty(&self) -> bool {
         self.served.is_none()
-            && self.more.is_none()
+            && self.rare.is_none()
             && !self.interrupt
             && !self.rearm
             && matches!(self.events, Outbox::Empty)
     }
 
-    fn more(&mut self) -> &mut MoreWork<C> {
-        self.more.get_or_insert_with(|| {
-            Box::new(MoreWork {
-                fill: Vec::new(),
+    fn rare(&mut self) -> &mut RareDeferred<C> {
+        self.rare.get_or_insert_with(|| {
+            Box::new(RareDeferred {
+                fills: Vec::new(),
                 establish: Vec::new(),
                 close: Vec::new(),
                 abort: Vec::new(),
@@ -131,25 +138,29 @@ impl<C> Work<'_, C> {
 
     /// Puts an outcome in its slot once the lock is released, after the
     /// outcomes before it.
-    fn fill(&mut self, (slot, outcome): Fill<C>) {
-        let first = self.served.is_none() && self.more.as_ref().is_none_or(|more| more.fill.is_empty());
+    fn fill(&mut self, (slot, outcome): SlotFill<C>) {
+        let first = self.served.is_none() && self.rare.as_ref().is_none_or(|rare| rare.fills.is_empty());
         match outcome {
             Ok(connection) if first => self.served = Some((slot, connection)),
-            outcome => self.more().fill.push((slot, outcome)),
+            outcome => self.rare().fills.push((slot, outcome)),
         }
     }
 }
 
-/// The checkout the current input started, served without a slot or a
-/// waker when its outcome is among the outputs of that same input.
-pub(crate) struct Mine<C> {
+/// The checkout the current input started itself (as against the waiters
+/// queued by earlier inputs, which get a [`SlotFill`]): served without a
+/// slot or a waker when its outcome is among the outputs of that same
+/// input. Inputs that start no checkout pass an empty one.
+pub(crate) struct OwnCheckout<C> {
+    /// Its waiter id, when the core queued it (`CheckOut::Later`).
     pub(crate) id: Option<WaiterId>,
+    /// Its outcome, when this input decided it.
     pub(crate) outcome: Option<Result<Pooled<C>, CheckOutError>>,
 }
 
-impl<C> Default for Mine<C> {
+impl<C> Default for OwnCheckout<C> {
     fn default() -> Self {
-        Mine {
+        OwnCheckout {
             id: None,
             outcome: None,
         }
@@ -178,7 +189,7 @@ impl<C> Inner<C> {
         read.max(self.core.now())
     }
 
-    /// Drains at most `limit` outputs into `work`; returns whether more
+    /// Drains at most `limit` outputs into `deferred`; returns whether more
     /// are left. Completes waiters' slots and records interruptions here,
     /// under the lock, so that no later input can overtake them.
     pub(crate) fn drain<'a>(
@@ -186,22 +197,22 @@ impl<C> Inner<C> {
         now: Instant,
         hub: &'a EventHub,
         interrupts: &Interrupts,
-        work: &mut Work<'a, C>,
-        mine: &mut Mine<C>,
+        deferred: &mut Deferred<'a, C>,
+        own: &mut OwnCheckout<C>,
         limit: usize,
     ) -> bool {
         // The core keeps events apart (see `Inner::new`): this input's
         // come in one swap.
-        work.events.take(hub, &mut self.core);
+        deferred.events.take(hub, &mut self.core);
         let mut interrupted = Vec::new();
         // The common input (a served checkout, a check-in nobody waited
         // for) left no action: no loop to run.
         let more =
-            self.core.has_output() && self.drain_actions(now, hub, work, mine, limit, &mut interrupted);
-        work.events.seal();
+            self.core.has_output() && self.drain_actions(now, hub, deferred, own, limit, &mut interrupted);
+        deferred.events.seal();
         if !interrupted.is_empty() {
             interrupts.insert(&interrupted);
-            work.interrupt = true;
+            deferred.interrupt = true;
         }
         more
     }
@@ -215,8 +226,8 @@ impl<C> Inner<C> {
         &mut self,
         now: Instant,
         hub: &'a EventHub,
-        work: &mut Work<'a, C>,
-        mine: &mut Mine<C>,
+        deferred: &mut Deferred<'a, C>,
+        own: &mut OwnCheckout<C>,
         limit: usize,
         interrupted: &mut Vec<ConnectionId>,
     ) -> bool {
@@ -233,7 +244,7 @@ impl<C> Inner<C> {
                 // None: the core keeps them apart. Should one come, it
                 // still goes out in order.
                 Output::Event(event) => {
-                    work.events.push(hub, event);
+                    deferred.events.push(hub, event);
                     continue;
                 }
                 Output::Action(action) => action,
@@ -243,24 +254,24 @@ impl<C> Inner<C> {
                     self.last_issued = self.last_issued.max(Some(id));
                     let abort = Arc::new(Abort::default());
                     self.establishing.insert(id, abort.clone());
-                    work.more().establish.push((id, abort));
+                    deferred.rare().establish.push((id, abort));
                 }
                 Action::AbortEstablish { id } => {
                     if let Some(abort) = self.establishing.remove(&id) {
-                        work.more().abort.push(abort);
+                        deferred.rare().abort.push(abort);
                     }
                 }
                 Action::Deliver { waiter, connection } => {
-                    self.complete(now, waiter, Ok(connection), work, mine)
+                    self.complete(now, waiter, Ok(connection), deferred, own)
                 }
-                Action::Fail { waiter, error } => self.complete(now, waiter, Err(error), work, mine),
+                Action::Fail { waiter, error } => self.complete(now, waiter, Err(error), deferred, own),
                 // The parent's connection in a forked child: its socket is
                 // the parent's too, so it is forgotten, never dropped (a
                 // drop may say goodbye on the parent's session).
                 Action::Close { id, connection, .. } if self.inherited.is_some_and(|last| id <= last) => {
                     std::mem::forget(connection)
                 }
-                Action::Close { connection, .. } => work.more().close.push(connection),
+                Action::Close { connection, .. } => deferred.rare().close.push(connection),
                 Action::Interrupt { id } => interrupted.push(id),
                 // An action this adapter does not know yet: nothing to do.
                 _ => {}
@@ -273,18 +284,18 @@ impl<C> Inner<C> {
         now: Instant,
         waiter: WaiterId,
         outcome: Result<Pooled<C>, CheckOutError>,
-        work: &mut Work<'_, C>,
-        mine: &mut Mine<C>,
+        deferred: &mut Deferred<'_, C>,
+        own: &mut OwnCheckout<C>,
     ) {
-        if mine.id == Some(waiter) {
-            mine.outcome = Some(outcome);
+        if own.id == Some(waiter) {
+            own.outcome = Some(outcome);
             return;
         }
         match self.waiters.remove(&waiter) {
             // Its slot is filled once the lock is released and this
-            // input's events are out (see `Fill`): the checkout cannot
+            // input's events are out (see `SlotFill`): the checkout cannot
             // complete before its event is delivered.
-            Some(slot) => work.fill((slot, outcome)),
+            Some(slot) => deferred.fill((slot, outcome)),
             // Every queued checkout has a slot from the input that queued
             // it, so this does not happen; if it did, nothing is lost.
             None => {
@@ -308,11 +319,11 @@ impl<C> Inner<C> {
 
     /// Wakes the timer task when the core's deadline moved earlier than the
     /// one it sleeps until.
-    pub(crate) fn rearm(&mut self, work: &mut Work<'_, C>) {
+    pub(crate) fn rearm(&mut self, deferred: &mut Deferred<'_, C>) {
         if let Some(next) = self.core.poll_timeout() {
             if self.armed.is_none_or(|armed| next < armed) {
                 self.armed = Some(next);
-                work.rearm = true;
+                deferred.rearm = true;
             }
         }
     }

@@ -22,6 +22,9 @@
 //!
 //! With no subscriber and DEBUG logging off for [`LOG_TARGET`](crate::LOG_TARGET),
 //! the pool tells the core not to build events at all.
+//!
+//! Where delivery sits in an input, and the order of the pool's lock, the
+//! turn and a waiter's slot: `shared.rs`'s module doc.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -81,7 +84,7 @@ struct Turn {
 #[derive(Default)]
 pub(crate) struct EventHub {
     /// Events of inputs that found the turn taken; appended under the
-    /// pool's lock (lock order: pool, then queue).
+    /// pool's lock (the lock order is stated in `shared.rs`).
     queue: Mutex<Vec<Event>>,
     /// Held while delivering: one thread at a time, in the core's order.
     turn: Mutex<Turn>,

@@ -20,9 +20,12 @@ use crate::shared::Shared;
 type Task = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 type Sleep = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
-/// What a guard needs of its pool, without naming the runtime: guards are
-/// `PooledConnection<'_, M>` whatever runtime drives the pool.
-pub(crate) trait Return<M: ManageConnection>: Send + Sync {
+/// The pool as a guard sees it: what a guard needs of its pool (give the
+/// connection back or detach it, run the manager's hooks, spawn a reset
+/// that has to wait, hear about interruptions), without naming the
+/// runtime, so that guards are `PooledConnection<'_, M>` whatever runtime
+/// drives the pool. `Shared` is the one implementation.
+pub(crate) trait GuardPool<M: ManageConnection>: Send + Sync {
     fn manager(&self) -> &M;
     fn check_in(&self, connection: Pooled<M::Connection>);
     fn detach(&self, connection: Pooled<M::Connection>) -> M::Connection;
@@ -35,12 +38,12 @@ pub(crate) trait Return<M: ManageConnection>: Send + Sync {
     fn is_interrupted(&self, id: ConnectionId) -> bool;
     /// An owning handle on the pool, for a guard that must outlive the
     /// borrow it was made with.
-    fn handle(&self) -> Arc<dyn Return<M>>;
+    fn handle(&self) -> Arc<dyn GuardPool<M>>;
     /// A guard watched by leak detection is back (called only for one).
     fn leak_returned(&self, id: ConnectionId, back: Back);
 }
 
-impl<M: ManageConnection, R: Runtime> Return<M> for Shared<M, R> {
+impl<M: ManageConnection, R: Runtime> GuardPool<M> for Shared<M, R> {
     fn manager(&self) -> &M {
         &self.manager
     }
@@ -66,7 +69,7 @@ impl<M: ManageConnection, R: Runtime> Return<M> for Shared<M, R> {
     fn is_interrupted(&self, id: ConnectionId) -> bool {
         self.interrupts.contains(id)
     }
-    fn handle(&self) -> Arc<dyn Return<M>> {
+    fn handle(&self) -> Arc<dyn GuardPool<M>> {
         self.me
             .upgrade()
             .expect("a guard's pool lives while the guard borrows it")
@@ -94,26 +97,26 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     }
 }
 
-/// How a guard reaches its pool: borrowed from the `Pool` handle it was
-/// checked out of (no reference count taken or dropped per checkout), or
-/// owned, for a guard that outlives that handle.
-enum Home<'a, M: ManageConnection> {
-    Borrowed(&'a dyn Return<M>),
-    Owned(Arc<dyn Return<M>>),
+/// A guard's reference to its pool ([`GuardPool`]): borrowed from the
+/// `Pool` handle it was checked out of (no reference count taken or
+/// dropped per checkout), or owned, for a guard that outlives that handle.
+enum PoolRef<'a, M: ManageConnection> {
+    Borrowed(&'a dyn GuardPool<M>),
+    Owned(Arc<dyn GuardPool<M>>),
 }
 
-impl<M: ManageConnection> Home<'_, M> {
-    fn get(&self) -> &dyn Return<M> {
+impl<M: ManageConnection> PoolRef<'_, M> {
+    fn get(&self) -> &dyn GuardPool<M> {
         match self {
-            Home::Borrowed(pool) => *pool,
-            Home::Owned(pool) => &**pool,
+            PoolRef::Borrowed(pool) => *pool,
+            PoolRef::Owned(pool) => &**pool,
         }
     }
 
-    fn to_owned(&self) -> Arc<dyn Return<M>> {
+    fn to_owned(&self) -> Arc<dyn GuardPool<M>> {
         match self {
-            Home::Borrowed(pool) => pool.handle(),
-            Home::Owned(pool) => pool.clone(),
+            PoolRef::Borrowed(pool) => pool.handle(),
+            PoolRef::Owned(pool) => pool.clone(),
         }
     }
 }
@@ -153,7 +156,7 @@ impl<M: ManageConnection> Home<'_, M> {
 /// ```
 pub struct PooledConnection<'a, M: ManageConnection> {
     conn: Option<Pooled<M::Connection>>,
-    pool: Home<'a, M>,
+    pool: PoolRef<'a, M>,
     /// Close it instead of pooling it again.
     broken: bool,
     /// Watched by leak detection: its return is reported.
@@ -170,7 +173,7 @@ impl<'a, M: ManageConnection> PooledConnection<'a, M> {
         PooledConnection {
             tracked: pool.watch(&conn, caller),
             conn: Some(conn),
-            pool: Home::Borrowed(pool),
+            pool: PoolRef::Borrowed(pool),
             broken: false,
         }
     }
@@ -185,7 +188,7 @@ impl<'a, M: ManageConnection> PooledConnection<'a, M> {
         PooledConnection {
             tracked: pool.watch(&conn, caller),
             conn: Some(conn),
-            pool: Home::Owned(pool),
+            pool: PoolRef::Owned(pool),
             broken: false,
         }
     }
@@ -205,7 +208,7 @@ impl<'a, M: ManageConnection> PooledConnection<'a, M> {
     pub fn into_owned(mut self) -> PooledConnection<'static, M> {
         PooledConnection {
             conn: self.conn.take(),
-            pool: Home::Owned(self.pool.to_owned()),
+            pool: PoolRef::Owned(self.pool.to_owned()),
             broken: self.broken,
             tracked: self.tracked,
         }
@@ -302,15 +305,15 @@ impl<M: ManageConnection> DerefMut for PooledConnection<'_, M> {
 impl<M: ManageConnection> Drop for PooledConnection<'_, M> {
     fn drop(&mut self) {
         let Some(mut conn) = self.conn.take() else { return };
-        let home = self.pool.get();
+        let pool = self.pool.get();
         if self.tracked {
-            home.leak_returned(conn.id(), Back::CheckedIn);
+            pool.leak_returned(conn.id(), Back::CheckedIn);
         }
-        if home.is_interrupted(conn.id()) {
+        if pool.is_interrupted(conn.id()) {
             // The pool closes it anyway: no reset, which could talk through
             // a socket that is no longer ours (a clear that interrupted, or
             // a fork: see `Pool::reset_after_fork`).
-            home.check_in(conn);
+            pool.check_in(conn);
             return;
         }
         // Dropped while its user's code unwinds from a panic: whatever it
@@ -318,26 +321,26 @@ impl<M: ManageConnection> Drop for PooledConnection<'_, M> {
         // and no hook of the manager runs during the unwinding.
         let broken = self.broken
             || std::thread::panicking()
-            || home
+            || pool
                 .panics()
-                .call(Hook::IsBroken, || home.manager().is_broken(&mut conn))
+                .call(Hook::IsBroken, || pool.manager().is_broken(&mut conn))
                 .unwrap_or(true);
         if broken {
             conn.mark_errored();
-            home.check_in(conn);
+            pool.check_in(conn);
             return;
         }
         if !M::RESETS {
             // Nothing to reset: no task, no allocation.
-            home.check_in(conn);
+            pool.check_in(conn);
             return;
         }
-        let pool = self.pool.to_owned();
+        let owned = self.pool.to_owned();
         let mut task: Task = Box::pin(async move {
-            if !reset(&*pool, &mut conn).await {
+            if !reset(&*owned, &mut conn).await {
                 conn.mark_errored();
             }
-            pool.check_in(conn);
+            owned.check_in(conn);
         });
         // Most resets are done at once (the default does nothing): then the
         // connection is back before `drop` returns. One that has to wait
@@ -347,7 +350,7 @@ impl<M: ManageConnection> Drop for PooledConnection<'_, M> {
             .poll(&mut Context::from_waker(Waker::noop()))
             .is_pending()
         {
-            home.spawn(task);
+            pool.spawn(task);
         }
     }
 }
@@ -357,7 +360,7 @@ impl<M: ManageConnection> Drop for PooledConnection<'_, M> {
 /// builder's reset timeout (a server that stopped answering) failed, and
 /// the connection is closed: a slot is never held by a reset that hangs.
 /// The timer is made only once the reset has to wait.
-async fn reset<M: ManageConnection>(pool: &dyn Return<M>, conn: &mut M::Connection) -> bool {
+async fn reset<M: ManageConnection>(pool: &dyn GuardPool<M>, conn: &mut M::Connection) -> bool {
     let mut reset = std::pin::pin!(pool.panics().guard(Hook::Reset, || pool.manager().reset(conn)));
     let mut timer: Option<Option<Sleep>> = None;
     std::future::poll_fn(|cx| {

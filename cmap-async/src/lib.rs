@@ -2,7 +2,7 @@
 //!
 //! The async driver of the [`cmap_core`] connection pool, written once for
 //! every runtime. An adapter crate adds only a [`Runtime`] (how to spawn,
-//! how to sleep) and re-exports this crate: `cmap-tokio`, `cmap-async-std`
+//! how to sleep, which clock to read) and re-exports this crate: `cmap-tokio`, `cmap-async-std`
 //! (async-std and smol) and `cmap-blocking` (OS threads, behind a
 //! synchronous facade) are the three.
 //!

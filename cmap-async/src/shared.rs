@@ -1,5 +1,88 @@
 //! The state every handle, guard and task of one pool shares, and the one
-//! way the core is driven: lock, one `handle_*`, drain, unlock, perform.
+//! way the core is driven: one input cycle, the same for every input (a
+//! checkout, a guard given back, a connect that finished, a clear, the
+//! timer task).
+//!
+//! # One input cycle
+//!
+//! Written out for a checkout (`Checkout::poll` in `checkout.rs`); every
+//! other input runs the same steps through [`Shared::input`] (the timer
+//! task through `Shared::tick` in `timer.rs`, which drains a bounded
+//! number of outputs per turn).
+//!
+//! 0. **Clock, before the lock** ([`Shared::read_clock`]): the runtime's
+//!    cheap reading (`Runtime::now_coarse`) while the last unlock said no
+//!    checkout waits, the precise one (`Runtime::now`) otherwise, so that
+//!    no clock is read under the lock unless that hint was stale (step 2).
+//!    A checkout that will likely wait also makes its slot and clones its
+//!    waker here.
+//! 1. **Lock** ([`Shared::lock`]): the pool's mutex, held as [`Locked`].
+//! 2. **Begin** ([`Shared::begin`]): the core's events switched on or off
+//!    (on while someone subscribes or DEBUG logging is on), and the
+//!    input's `now` settled: the cheap reading is kept only if it just
+//!    dates idle and use times (nobody waits and, for a checkout, a
+//!    connection is available), else the precise clock is read; either is
+//!    raised to the latest `now` the core has seen (`Inner::clock`).
+//! 3. **One `handle_*`** on the core (for a checkout
+//!    `handle_check_out_direct`: served at once, or queued with a waiter
+//!    id).
+//! 4. **Drain** (`Inner::drain`, through [`Shared::finish`]): bookkeeping
+//!    only, under the lock, into the input's [`Deferred`]: the input's
+//!    events taken into its outbox (`events::Outbox`: the first event
+//!    tries the delivery turn, and appends to the turn's queue if another
+//!    thread holds it); a connection to establish gets its abort switch;
+//!    an outcome (`Deliver`, `Fail`) for the input's own checkout goes to
+//!    its [`OwnCheckout`], one for a waiter is taken out of
+//!    `Inner::waiters` as a [`SlotFill`] (so no later input can cancel or
+//!    complete it again); connections to close, establishments to abort
+//!    and connections to interrupt are noted; and the timer is marked for
+//!    re-arming if the core's next deadline moved earlier
+//!    (`Inner::rearm`).
+//! 5. **Seal** (`Outbox::seal`, the drain's last step): the input's events
+//!    are now either in the delivery turn it holds, or appended to the
+//!    turn's queue, which is unlocked here. A checkout the core queued and
+//!    this input did not complete puts its slot in `Inner::waiters`.
+//! 6. **Unlock** (dropping [`Locked`]): whether checkouts wait is
+//!    published (`Shared::waiting`, written only when it changes) for the
+//!    next input's step 0, and the mutex is released.
+//! 7. **Perform** ([`Shared::perform`], outside the lock): establishments
+//!    spawned, closed connections dropped on a spawned task (a close may
+//!    be I/O), aborts fired, interrupted guards notified, the timer task
+//!    woken when re-armed.
+//! 8. **Events delivered** (`Outbox::deliver`): the input returns only
+//!    once its own events (and any queued before them) are out, delivered
+//!    by this thread if it holds the turn, else after waiting for it.
+//! 9. **Slots filled** (`Shared::fill`): each waiter's outcome is put in
+//!    its slot and its waker woken, after the events, so that no checkout
+//!    returns before its `ConnectionCheckedOut` or `ConnectionCheckOutFailed`
+//!    is out. A slot found taken (its future was dropped) gets nothing: a
+//!    connection goes back to the pool, as a new input. The input's own
+//!    checkout returns its outcome from this very poll: no slot, no waker.
+//!
+//! Nothing of the user's, nothing slow and no await runs between steps 1
+//! and 6.
+//!
+//! # Lock order
+//!
+//! Stated here once; other modules point here.
+//!
+//! 1. **The pool's lock** (`Shared::inner`).
+//! 2. **The events delivery turn** (`EventHub::turn`, `events.rs`). Under
+//!    the pool's lock it is only tried (`try_lock`), never waited for:
+//!    event callbacks run while their thread holds the turn, and one may
+//!    call into the pool and take the pool's lock. It is waited for only
+//!    with no lock held (step 8), and not at all by a thread that already
+//!    holds it (a callback's own input, whose events the delivery loop
+//!    below it sends). The turn's queue (`EventHub::queue`) is taken under
+//!    either lock, and nothing is taken while it is held.
+//! 3. **A waiter's slot** (`SharedSlot`, `driver.rs`). Taken only with the
+//!    pool's lock released (step 9, and the checkout future's polls and
+//!    drop), and nothing is taken while it is held: the waker is woken,
+//!    and an unwanted connection checked back in, after it is released.
+//!
+//! The other locks (the interrupted ids, the subscribers, a stream's
+//! buffer, the leak book) are held only around their own data, with
+//! nothing taken under them.
 
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -11,7 +94,7 @@ use crossbeam_utils::CachePadded;
 use event_listener::Event;
 
 use crate::clock::CoarseNow;
-use crate::driver::{lock_slot, Fill, Inner, Mine, MoreWork, Slot, Work};
+use crate::driver::{lock_slot, Deferred, Inner, OwnCheckout, RareDeferred, Slot, SlotFill};
 use crate::events::EventHub;
 use crate::interrupt::Interrupts;
 use crate::leak::Leaks;
@@ -124,7 +207,8 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     }
 
     /// The clock an input starts with, read before the lock is taken so
-    /// that the lock is never held across a clock read: the runtime's
+    /// that no clock is read under the lock unless `begin` finds this
+    /// reading unfit (step 2 of the cycle in the module doc): the runtime's
     /// cheap reading while no checkout waits (see `Runtime::now_coarse`),
     /// the precise one otherwise.
     pub(crate) fn read_clock(&self) -> CoarseNow {
@@ -170,12 +254,12 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         &'a self,
         inner: &mut Inner<M::Connection>,
         now: Instant,
-        work: &mut Work<'a, M::Connection>,
-        mine: &mut Mine<M::Connection>,
+        deferred: &mut Deferred<'a, M::Connection>,
+        own: &mut OwnCheckout<M::Connection>,
         limit: usize,
     ) -> bool {
-        let more = inner.drain(now, &self.events, &self.interrupts, work, mine, limit);
-        inner.rearm(work);
+        let more = inner.drain(now, &self.events, &self.interrupts, deferred, own, limit);
+        inner.rearm(deferred);
         more
     }
 
@@ -187,39 +271,45 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
 
     /// [`Shared::input`] from a clock reading taken by the caller.
     fn input_at<T>(&self, read: CoarseNow, f: impl FnOnce(&mut Inner<M::Connection>, Instant) -> T) -> T {
-        let mut work = Work::default();
+        let mut deferred = Deferred::default();
         let out = {
             let mut inner = self.lock();
             let now = self.begin(&mut inner, read, false).at;
             let out = f(&mut inner, now);
-            self.finish(&mut inner, now, &mut work, &mut Mine::default(), usize::MAX);
+            self.finish(
+                &mut inner,
+                now,
+                &mut deferred,
+                &mut OwnCheckout::default(),
+                usize::MAX,
+            );
             out
         };
-        self.perform(work);
+        self.perform(deferred);
         out
     }
 
     /// Carries out what an input drained, outside the lock.
-    pub(crate) fn perform(&self, work: Work<'_, M::Connection>) {
-        if work.is_empty() {
+    pub(crate) fn perform(&self, deferred: Deferred<'_, M::Connection>) {
+        if deferred.is_empty() {
             return;
         }
-        let Work {
+        let Deferred {
             served,
-            more,
+            rare,
             interrupt,
             rearm,
             events,
-        } = work;
+        } = deferred;
         let mut later = Vec::new();
-        if let Some(more) = more {
-            let MoreWork {
-                fill,
+        if let Some(rare) = rare {
+            let RareDeferred {
+                fills,
                 establish,
                 close,
                 abort,
-            } = *more;
-            later = fill;
+            } = *rare;
+            later = fills;
             for (id, abort) in establish {
                 self.spawn_establish(id, abort);
             }
@@ -258,7 +348,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     /// Puts a waiting checkout's outcome in its slot and wakes it; if its
     /// future was dropped meanwhile (it found its waiter already gone, so
     /// it cancelled nothing), a connection goes back to the pool.
-    fn fill(&self, (slot, outcome): Fill<M::Connection>) {
+    fn fill(&self, (slot, outcome): SlotFill<M::Connection>) {
         let mut state = lock_slot(&slot);
         match &mut *state {
             Slot::Waiting(waker) => {

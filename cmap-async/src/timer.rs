@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use cmap_core::PoolState;
 
 use crate::clock::CoarseNow;
-use crate::driver::{Mine, Work};
+use crate::driver::{Deferred, OwnCheckout};
 use crate::manager::ManageConnection;
 use crate::runtime::Runtime;
 use crate::shared::Shared;
@@ -70,7 +70,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     fn tick(&self) -> Tick {
         // Picks up a log level changed since (cheap: a callsite check).
         self.events.refresh();
-        let mut work = Work::default();
+        let mut deferred = Deferred::default();
         let read = CoarseNow::exact(self.rt.now());
         #[cfg(feature = "recorder")]
         let mut incident = None;
@@ -85,8 +85,8 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
                 now,
                 &self.events,
                 &self.interrupts,
-                &mut work,
-                &mut Mine::default(),
+                &mut deferred,
+                &mut OwnCheckout::default(),
                 OUTPUTS_PER_WAKE,
             );
             #[cfg(feature = "recorder")]
@@ -112,7 +112,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
                 Tick::Sleep(next)
             }
         };
-        self.perform(work);
+        self.perform(deferred);
         #[cfg(feature = "recorder")]
         if let (Some(flight), Some(recording)) = (&self.flight, incident) {
             flight.report(&self.address, &recording);

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use crate::error::EstablishError;
 use crate::event::Event;
 use crate::options::EstablishFailure;
-use crate::perish::Judge;
+use crate::perish::PerishRules;
 use crate::pool::{Pool, PoolState};
 
 /// A tiny deterministic generator (SplitMix64) for jitter: the seed is an
@@ -119,7 +119,7 @@ impl<C> Pool<C> {
             .options
             .maintenance_interval
             .and_then(|interval| self.now.checked_add(interval));
-        let judge = Judge {
+        let rules = PerishRules {
             now: self.now,
             generation: self.generation,
             services: &self.services,
@@ -127,7 +127,7 @@ impl<C> Pool<C> {
         };
         let perished = self
             .conns
-            .extract_available(|meta| judge.perished(meta, true).is_some());
+            .extract_available(|meta| rules.perished(meta, true).is_some());
         for available in perished {
             let reason = self
                 .perished(&available.meta, true)

@@ -11,17 +11,18 @@ use crate::event::ClosedReason;
 use crate::options::PoolOptions;
 use crate::pool::ServiceGeneration;
 
-/// Judges connections against the pool's state at one instant. It borrows
-/// only what it needs, so it can be used while the connection set is
-/// being changed.
-pub(crate) struct Judge<'a> {
+/// The perishable rules, applied at one instant against the pool's state
+/// (its generation, the services' generations, the options): what makes a
+/// connection perished, and why. It borrows only what it needs, so it can
+/// be used while the connection set is being changed.
+pub(crate) struct PerishRules<'a> {
     pub(crate) now: Instant,
     pub(crate) generation: u32,
     pub(crate) services: &'a BTreeMap<ServiceId, ServiceGeneration>,
     pub(crate) options: &'a PoolOptions,
 }
 
-impl Judge<'_> {
+impl PerishRules<'_> {
     /// Why `meta` is perished, if it is. `available` says whether the idle
     /// rule applies (it does not to a connection being checked in).
     #[inline]

@@ -34,7 +34,7 @@ use crate::event::{CheckOutFailedReason, ClosedReason, Event};
 use crate::maintenance::{Backoff, SplitMix64};
 use crate::options::{EstablishFailure, PoolOptions};
 use crate::output::{Action, Output};
-use crate::perish::Judge;
+use crate::perish::PerishRules;
 use crate::stats::Stats;
 use crate::wait_queue::{WaitQueue, Waiter};
 use crate::Address;
@@ -864,11 +864,11 @@ impl<C> Pool<C> {
 
     /// Why a connection is perished, if it is (see `perish.rs`).
     pub(crate) fn perished(&self, meta: &Meta, available: bool) -> Option<ClosedReason> {
-        self.judge().perished(meta, available)
+        self.perish_rules().perished(meta, available)
     }
 
-    pub(crate) fn judge(&self) -> Judge<'_> {
-        Judge {
+    pub(crate) fn perish_rules(&self) -> PerishRules<'_> {
+        PerishRules {
             now: self.now,
             generation: self.generation,
             services: &self.services,
