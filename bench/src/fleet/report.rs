@@ -388,7 +388,8 @@ for {} runs (each run's time is in its table). Seed {}.\n",
 maxPoolSize {}, minPoolSize {}, maxConnecting {}, {}, the rest as `Pool::builder()` sets it. Server: \
 connect {} ± {:.0}%, at most {} connections, accepting {} new connections/s (burst {}), a refusal known \
 after {}. Monitors: heartbeat {}, re-check {} while the server is unknown. The processes start evenly \
-over the first {} s; tables count from {} s on (the start is in the plots).\n",
+over the first {} s; tables count from {} s on (the start is in the plots). Waits are \
+recorded from 1 µs: a wait of 1µs is a checkout served at once.\n",
         c.processes,
         c.duration / SEC,
         c.load.rate,

@@ -56,6 +56,17 @@ fn the_same_seed_gives_the_same_figures() {
         assert_eq!(a.server, b.server);
         assert_eq!(a.events, b.events);
     }
+    // The report itself: its plots and its comparison table (the tables
+    // beside them add each run's wall time).
+    let report = |c: &Config| {
+        let runs: Vec<_> = [Variant::Defaults, Variant::NoLabels]
+            .into_iter()
+            .map(|v| super::run_one(c, Kind::Failover, v))
+            .collect();
+        (super::report::charts(&runs), super::report::mechanisms(&runs))
+    };
+    let cfg = tiny(Kind::Failover, Variant::Defaults);
+    assert_eq!(report(&cfg), report(&cfg));
     // And another seed gives other figures.
     let cfg = tiny(Kind::Steady, Variant::Defaults);
     let other = Config {
