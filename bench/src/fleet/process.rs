@@ -19,7 +19,6 @@
 //!   per failover.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
 
 use cmap_core::{Action, CheckOut, CheckOutError, Clear, ConnectionId, Output, Pool, PoolState, Pooled};
 
@@ -91,8 +90,9 @@ impl Process {
         (self.waiters.len() + self.parked.len() + self.retry.len()) as u64
     }
 
-    /// A deploy restarts the process: a new pool, the old one dropped
-    /// (its connections still out are closed as they come back).
+    /// The process starts again (a deploy's second half, or its turn in
+    /// the start ramp): a new pool, the old one dropped (its connections
+    /// still out are closed as they come back).
     pub fn restart(&mut self, w: &mut World, p: u32) {
         let established = self.established;
         *self = Process::new(w, p, self.inst + 1);
@@ -354,9 +354,4 @@ impl Process {
             _ => {}
         }
     }
-}
-
-/// `base + t`.
-pub fn instant(base: Instant, t: Nanos) -> Instant {
-    base + Duration::from_nanos(t)
 }

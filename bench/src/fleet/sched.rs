@@ -5,12 +5,18 @@
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
+use std::time::{Duration, Instant};
 
 /// Virtual nanoseconds since the start of the run.
 pub type Nanos = u64;
 
 pub const MS: Nanos = 1_000_000;
 pub const SEC: Nanos = 1_000_000_000;
+
+/// The instant `t` after `base`: what the cores are given as `now`.
+pub fn instant(base: Instant, t: Nanos) -> Instant {
+    base + Duration::from_nanos(t)
+}
 
 struct Timed<E> {
     at: Nanos,

@@ -7,10 +7,10 @@ use std::time::Instant;
 use cmap_core::{ConnectionId, EstablishError, Pooled};
 
 use super::metrics::Metrics;
-use super::process::{instant, Process};
+use super::process::Process;
 use super::rng::Rng;
 use super::scenario::{Config, Kind};
-use super::sched::{Nanos, Scheduler, SEC};
+use super::sched::{instant, Nanos, Scheduler, SEC};
 use super::server::{Answer, Conn, Counters, Refusal, Server};
 
 /// Something that happens at an instant.
