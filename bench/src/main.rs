@@ -14,11 +14,14 @@
 //! cargo run --release -p bench -- list
 //! cargo run --release -p bench -- outage --out docs  # against PostgreSQL at 127.0.0.1:5432;
 //!                                                     # writes docs/reliability.md
+//! cargo run --release -p bench -- fleet --out docs   # a fleet of pools, simulated;
+//!                                                     # writes docs/fleet.md
 //! ```
 //!
 //! `cargo run --release -p bench -- help` lists the options.
 
 mod cycle;
+mod fleet;
 mod harness;
 mod instructions;
 mod outage;
@@ -54,6 +57,10 @@ commands:
   outage   cmap-tokio, cmap-blocking, deadpool and bb8 on PostgreSQL (127.0.0.1:5432) through a
            fault proxy that refuses, cuts, blackholes or delays; with --out DIR writes
            DIR/reliability.md
+  fleet    N processes, one cmap-core pool each, against a simulated server on virtual time
+           (steady, failover, rolling deploy, spike; defaults vs no maxConnecting, no jitter, no
+           backpressure labels); with --out DIR writes DIR/fleet.md. `bench fleet --help` lists
+           its own options
 
 options:
   --out DIR            where `all` writes (e.g. docs)
@@ -99,6 +106,8 @@ pub struct Options {
     pub pool: String,
     pub regime: String,
     pub n: u64,
+    /// `fleet`: the options after the command, which it parses itself.
+    pub fleet_args: Vec<String>,
 }
 
 fn list<T: std::str::FromStr>(s: &str, flag: &str) -> Result<Vec<T>, String> {
@@ -130,12 +139,16 @@ fn parse(args: Vec<String>) -> Result<Options, String> {
         pool: String::new(),
         regime: "a".to_owned(),
         n: 0,
+        fleet_args: Vec::new(),
     };
     let mut it = args.into_iter();
     while let Some(arg) = it.next() {
         if !arg.starts_with("--") {
             if o.command.is_empty() {
                 o.command = arg;
+                if o.command == "fleet" {
+                    o.fleet_args = it.by_ref().collect();
+                }
                 continue;
             }
             return Err(format!("unexpected argument {arg:?}"));
@@ -409,6 +422,13 @@ fn run(o: &Options) -> Result<(), String> {
                 out: o.out.clone(),
                 args: o.args.clone(),
             })?;
+        }
+        "fleet" => {
+            if o.fleet_args.iter().any(|a| a == "--help") {
+                print!("{}", fleet::HELP);
+                return Ok(());
+            }
+            fleet::run(&fleet::parse(&o.fleet_args, o.out.clone())?)?;
         }
         other => return Err(format!("unknown command {other:?}\n\n{HELP}")),
     }

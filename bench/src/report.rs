@@ -441,7 +441,7 @@ fn verdicts(r: &Results) -> Vec<Verdict> {
     v
 }
 
-fn shell(cmd: &str) -> String {
+pub(crate) fn shell(cmd: &str) -> String {
     std::process::Command::new("sh")
         .arg("-c")
         .arg(cmd)
@@ -469,6 +469,9 @@ fn chart(
             Family::Blocking => "concurrent threads T".to_owned(),
         },
         y_label: y_label.to_owned(),
+        x_scale: svg::Scale::Log2,
+        y_scale: svg::Scale::Log10,
+        x_format: svg::plain,
         y_format,
         panels: ms_of(samples, family)
             .into_iter()
@@ -749,15 +752,23 @@ pub fn write(dir: &Path, r: &Results, section: &str) -> std::io::Result<()> {
     std::fs::write(dir.join("bench-figures.md"), figures(r))?;
     let path = dir.join("benchmarks.md");
     let old = std::fs::read_to_string(&path).unwrap_or_default();
-    let new = match (old.find("<!-- bench:begin"), old.find(END)) {
+    std::fs::write(path, splice(&old, "<!-- bench:begin", END, "Benchmarks", section))
+}
+
+/// `old` (a document) with its generated section replaced by `section`
+/// (markers included, ending with a newline): the text from the line
+/// starting with `begin` (a marker's prefix) to `end`. Everything around
+/// is kept. A document without the markers gets the section at its end;
+/// an empty one, under the heading `# {title}`.
+pub fn splice(old: &str, begin: &str, end: &str, title: &str, section: &str) -> String {
+    match (old.find(begin), old.find(end)) {
         (Some(b), Some(e)) if e > b => {
             // The section ends with a newline; a blank line before what follows.
-            let rest = old[e + END.len()..].trim_start_matches('\n');
+            let rest = old[e + end.len()..].trim_start_matches('\n');
             let gap = if rest.is_empty() { "" } else { "\n" };
             format!("{}{section}{gap}{rest}", &old[..b])
         }
-        _ if old.trim().is_empty() => format!("# Benchmarks\n\n{section}"),
+        _ if old.trim().is_empty() => format!("# {title}\n\n{section}"),
         _ => format!("{}\n\n{section}", old.trim_end()),
-    };
-    std::fs::write(path, new)
+    }
 }

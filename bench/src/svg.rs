@@ -1,5 +1,7 @@
 //! A small SVG writer for line charts: panels side by side sharing one
-//! legend, log₂ x axis and log₁₀ y axis. No dependency, deterministic output.
+//! legend and one y range; each axis log₂, log₁₀ or linear (the sweep's
+//! charts: log₂ x, log₁₀ y; the fleet's time series: linear). No
+//! dependency, deterministic output.
 
 use std::fmt::Write as _;
 
@@ -13,14 +15,31 @@ pub struct Panel {
     pub series: Vec<Series>,
 }
 
+/// How an axis maps values: ticks at powers of two, powers of ten, or
+/// round steps from zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scale {
+    Log2,
+    Log10,
+    Linear,
+}
+
 pub struct Chart {
     pub title: String,
     pub x_label: String,
     pub y_label: String,
     pub panels: Vec<Panel>,
-    /// Formats a y tick (a power of ten).
+    pub x_scale: Scale,
+    pub y_scale: Scale,
+    /// Formats an x tick.
+    pub x_format: fn(f64) -> String,
+    /// Formats a y tick.
     pub y_format: fn(f64) -> String,
 }
+
+/// A series with more points than this is drawn as a line alone, without
+/// a dot per point.
+const MAX_MARKED_POINTS: usize = 60;
 
 const PANEL_W: f64 = 330.0;
 const PANEL_H: f64 = 250.0;
@@ -30,7 +49,8 @@ const TOP: f64 = 56.0;
 const BOTTOM: f64 = 44.0;
 const LEGEND_ROW: f64 = 18.0;
 
-/// A color per pool, fixed by name so every chart agrees.
+/// A color per pool (and per fleet variant), fixed by name so every chart
+/// agrees.
 pub fn color(name: &str) -> &'static str {
     match name {
         "cmap-tokio" => "#d62728",
@@ -43,6 +63,11 @@ pub fn color(name: &str) -> &'static str {
         "mobc" => "#8c564b",
         "r2d2" => "#1f77b4",
         "floor-async" | "floor-blocking" => "#444444",
+        // `bench fleet`'s variants.
+        "defaults" => "#d62728",
+        "no maxConnecting" => "#1f77b4",
+        "no jitter" => "#2ca02c",
+        "no labels" => "#ff7f0e",
         _ => "#17becf",
     }
 }
@@ -81,6 +106,63 @@ pub fn time_ns(v: f64) -> String {
     }
 }
 
+/// A tick as a plain number: 8, 0.5, 1024.
+pub fn plain(v: f64) -> String {
+    format!("{v}")
+}
+
+/// The axis range of values `lo..=hi` (positive ones only for a log
+/// scale) in the scale's own units (exponents for a log scale), and the
+/// step between ticks in those units.
+fn axis(scale: Scale, lo: f64, hi: f64) -> (f64, f64, f64) {
+    match scale {
+        Scale::Log2 => {
+            let (a, b) = (lo.log2().floor(), hi.log2().ceil());
+            let b = b.max(a + 1.0);
+            (a, b, if b - a > 6.0 { 2.0 } else { 1.0 })
+        }
+        Scale::Log10 => {
+            let (a, b) = (lo.log10().floor(), hi.log10().ceil());
+            (a, b.max(a + 1.0), 1.0)
+        }
+        Scale::Linear => {
+            let a = lo.min(0.0);
+            let b = if hi > a { hi } else { a + 1.0 };
+            let raw = (b - a) / 5.0;
+            let mag = 10f64.powf(raw.log10().floor());
+            let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+                .into_iter()
+                .map(|m| m * mag)
+                .find(|s| *s >= raw)
+                .unwrap_or(10.0 * mag);
+            ((a / step).floor() * step, (b / step).ceil() * step, step)
+        }
+    }
+}
+
+/// A value in the scale's units.
+fn to_axis(scale: Scale, v: f64) -> f64 {
+    match scale {
+        Scale::Log2 => v.log2(),
+        Scale::Log10 => v.log10(),
+        Scale::Linear => v,
+    }
+}
+
+/// A tick position in the scale's units back to a value.
+fn from_axis(scale: Scale, u: f64) -> f64 {
+    match scale {
+        Scale::Log2 => 2f64.powf(u),
+        Scale::Log10 => 10f64.powf(u),
+        Scale::Linear => u,
+    }
+}
+
+/// Whether a value can be drawn on this scale.
+fn drawable(scale: Scale, v: f64) -> bool {
+    v.is_finite() && (scale == Scale::Linear || v > 0.0)
+}
+
 fn trim(v: f64) -> String {
     let s = if v >= 100.0 {
         format!("{v:.0}")
@@ -114,13 +196,13 @@ impl Chart {
         let width = self.panels.len() as f64 * PANEL_W;
         let height = TOP + PANEL_H + BOTTOM + legend_rows * LEGEND_ROW + 10.0;
 
-        // One y range for all panels, in decades, so they compare.
+        // One y range for all panels, so they compare.
         let ys = self
             .panels
             .iter()
             .flat_map(|p| p.series.iter())
             .flat_map(|s| s.points.iter().map(|p| p.1))
-            .filter(|y| y.is_finite() && *y > 0.0);
+            .filter(|y| drawable(self.y_scale, *y));
         let (mut lo, mut hi) = (f64::MAX, f64::MIN);
         for y in ys {
             lo = lo.min(y);
@@ -129,13 +211,13 @@ impl Chart {
         if lo > hi {
             (lo, hi) = (1.0, 10.0);
         }
-        let y0 = lo.log10().floor();
-        let y1 = hi.log10().ceil().max(y0 + 1.0);
+        let (y0, y1, y_step) = axis(self.y_scale, lo, hi);
         let xs = self
             .panels
             .iter()
             .flat_map(|p| p.series.iter())
-            .flat_map(|s| s.points.iter().map(|p| p.0));
+            .flat_map(|s| s.points.iter().map(|p| p.0))
+            .filter(|x| drawable(self.x_scale, *x));
         let (mut xlo, mut xhi) = (f64::MAX, f64::MIN);
         for x in xs {
             xlo = xlo.min(x);
@@ -144,8 +226,7 @@ impl Chart {
         if xlo > xhi {
             (xlo, xhi) = (1.0, 2.0);
         }
-        let x0 = xlo.log2().floor();
-        let x1 = xhi.log2().ceil().max(x0 + 1.0);
+        let (x0, x1, x_step) = axis(self.x_scale, xlo, xhi);
 
         let mut out = String::new();
         let _ = writeln!(
@@ -163,8 +244,8 @@ impl Chart {
             let ox = i as f64 * PANEL_W;
             let (px0, px1) = (ox + LEFT, ox + PANEL_W - RIGHT);
             let (py0, py1) = (TOP + PANEL_H - BOTTOM, TOP);
-            let sx = |x: f64| px0 + (x.log2() - x0) / (x1 - x0) * (px1 - px0);
-            let sy = |y: f64| py0 - (y.log10() - y0) / (y1 - y0) * (py0 - py1);
+            let sx = |x: f64| px0 + (to_axis(self.x_scale, x) - x0) / (x1 - x0) * (px1 - px0);
+            let sy = |y: f64| py0 - (to_axis(self.y_scale, y) - y0) / (y1 - y0) * (py0 - py1);
             let _ = writeln!(
                 out,
                 r#"<text x="{}" y="{}" text-anchor="middle" font-size="12">{}</text>"#,
@@ -175,26 +256,26 @@ impl Chart {
             // Grid and ticks.
             let mut d = y0;
             while d <= y1 + 1e-9 {
-                let y = sy(10f64.powf(d));
+                let y = sy(from_axis(self.y_scale, d));
                 let _ = writeln!(
                     out,
                     r##"<line x1="{px0}" y1="{y:.1}" x2="{px1}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
                     px0 - 4.0,
                     y + 4.0,
-                    (self.y_format)(10f64.powf(d))
+                    (self.y_format)(from_axis(self.y_scale, d))
                 );
-                d += 1.0;
+                d += y_step;
             }
             let mut e = x0;
             while e <= x1 + 1e-9 {
-                let x = sx(2f64.powf(e));
+                let x = sx(from_axis(self.x_scale, e));
                 let _ = writeln!(
                     out,
                     r##"<line x1="{x:.1}" y1="{py1}" x2="{x:.1}" y2="{py0}" stroke="#eee"/><text x="{x:.1}" y="{}" text-anchor="middle">{}</text>"##,
                     py0 + 14.0,
-                    2f64.powf(e)
+                    (self.x_format)(from_axis(self.x_scale, e))
                 );
-                e += if x1 - x0 > 6.0 { 2.0 } else { 1.0 };
+                e += x_step;
             }
             let _ = writeln!(
                 out,
@@ -220,7 +301,7 @@ impl Chart {
                 let pts: Vec<String> = s
                     .points
                     .iter()
-                    .filter(|p| p.1.is_finite() && p.1 > 0.0)
+                    .filter(|p| drawable(self.x_scale, p.0) && drawable(self.y_scale, p.1))
                     .map(|&(x, y)| format!("{:.1},{:.1}", sx(x), sy(y)))
                     .collect();
                 let c = color(&s.name);
@@ -234,7 +315,7 @@ impl Chart {
                     r#"<polyline points="{}" fill="none" stroke="{c}" stroke-width="2"{dash}/>"#,
                     pts.join(" ")
                 );
-                for p in &pts {
+                for p in pts.iter().filter(|_| pts.len() <= MAX_MARKED_POINTS) {
                     let (x, y) = p.split_once(',').unwrap_or(("0", "0"));
                     let _ = writeln!(out, r#"<circle cx="{x}" cy="{y}" r="2.5" fill="{c}"/>"#);
                 }
