@@ -102,11 +102,18 @@ mod tests {
         core.handle_ready(now + Duration::from_millis(1)).unwrap();
         let recording = core.recording().unwrap();
         Flight::new(100, Some(dir.clone())).report(&address, &recording);
-        let files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+        let files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
         assert_eq!(files.len(), 1, "{files:?}");
         let name = files[0].file_name().unwrap().to_string_lossy().into_owned();
-        assert!(name.starts_with("cmap-db_27017-") && name.ends_with(".jsonl"), "{name}");
-        let read = Recording::read_from(std::io::BufReader::new(std::fs::File::open(&files[0]).unwrap())).unwrap();
+        assert!(
+            name.starts_with("cmap-db_27017-") && name.ends_with(".jsonl"),
+            "{name}"
+        );
+        let read =
+            Recording::read_from(std::io::BufReader::new(std::fs::File::open(&files[0]).unwrap())).unwrap();
         assert_eq!(read, recording);
         std::fs::remove_dir_all(dir).unwrap();
     }
