@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run -p cmap-tokio --example flight_recorder
-//! cargo run -p spec-runner -- replay --at 0.005 target/flight-recording.jsonl
+//! cargo run -p spec-runner -- replay --at 0.03 /tmp/flight-recording.jsonl
 //! ```
 
 use std::future::Future;
@@ -63,7 +63,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     }
 
     let recording = pool.recording().expect("the recorder is on");
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/flight-recording.jsonl");
+    let path = std::env::temp_dir().join("flight-recording.jsonl");
     recording.write_to(std::io::BufWriter::new(std::fs::File::create(&path)?))?;
     println!(
         "recorded {} inputs and {} outputs to {}",
