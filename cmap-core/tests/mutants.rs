@@ -485,3 +485,159 @@ fn io_errors_of_a_cut_connection_are_network_errors_and_others_not() {
         );
     }
 }
+
+/// An `EstablishError` leads to the manager's error: its `source()` is
+/// that error, and `downcast_ref` finds it by type (and only by its
+/// type), so that a driver can walk down a failed checkout's chain or
+/// recover its own error. Two are equal when they are the same failure:
+/// a clone equals its original, and another failure with the same text
+/// does not.
+///
+/// Catches: `EstablishError::downcast_ref` returning `None`, its
+/// `source()` returning `None`, and its `PartialEq` answering `true` or
+/// `false` whatever the errors.
+#[test]
+fn an_establish_error_leads_to_the_managers_error_and_equals_only_itself() {
+    use cmap_core::EstablishError;
+    use std::error::Error as _;
+    use std::io::{Error, ErrorKind};
+    let error = EstablishError::network(Error::new(ErrorKind::ConnectionRefused, "refused by db"));
+    let io = error.downcast_ref::<Error>().expect("the manager's io::Error");
+    assert_eq!(io.kind(), ErrorKind::ConnectionRefused);
+    assert!(error.downcast_ref::<std::fmt::Error>().is_none());
+    let source = error.source().expect("the manager's error as source");
+    assert_eq!(source.to_string(), "refused by db");
+    assert!(source.downcast_ref::<Error>().is_some());
+    assert_eq!(error, error.clone());
+    let twin = EstablishError::network(Error::new(ErrorKind::ConnectionRefused, "refused by db"));
+    assert_ne!(error, twin);
+}
+
+/// An operation on a connection an interrupting clear took fails with a
+/// retryable error (spec: "MUST fail with a retryable error"), of the
+/// spec's type `PoolClearedError`, with the spec's message.
+///
+/// Catches: `InterruptedError::is_retryable` returning `false`, and
+/// `InterruptedError::spec_name` returning `""` or `"xyzzy"`.
+#[test]
+fn an_interrupted_error_is_a_retryable_pool_cleared_error() {
+    let e = cmap_core::InterruptedError {
+        address: Address::new("db", 27017),
+    };
+    assert!(e.is_retryable());
+    assert_eq!(e.spec_name(), "PoolClearedError");
+    assert_eq!(
+        e.to_string(),
+        "Connection to db:27017 interrupted due to server monitor timeout"
+    );
+}
+
+/// A connection refused at check-in because another pool made it comes
+/// back in the error, whose `Debug` names it (without requiring the
+/// connection type to be `Debug`).
+///
+/// Catches: the `Debug` of `CheckInError` writing nothing.
+#[test]
+fn a_check_in_error_debugs_the_connection_it_hands_back() {
+    let mut a = Harness::ready(quiet().build().unwrap());
+    let mut b = Harness::ready(quiet().build().unwrap());
+    let c = a.take();
+    let err = b.pool.handle_check_in(b.now, c).unwrap_err();
+    assert_eq!(format!("{err:?}"), "WrongPool(ConnectionId(1))");
+    a.check_in(err.into_connection());
+}
+
+/// The spec's values of `ConnectionClosedEvent.reason` and
+/// `ConnectionCheckOutFailedEvent.reason` ("Connection Pool Monitoring"),
+/// and the texts the spec's log messages MUST use for each reason
+/// ("Connection Pool Logging"), as event and log consumers read them;
+/// this crate's own reasons beside them.
+///
+/// Catches: `as_str` and `log_message` of `ClosedReason` and of
+/// `CheckOutFailedReason` returning `""` or `"xyzzy"`.
+#[test]
+fn reasons_read_as_the_specs_values_and_log_texts() {
+    use cmap_core::{CheckOutFailedReason as F, ClosedReason as R};
+    let closed = [
+        (
+            R::Stale,
+            "stale",
+            "Connection became stale because the pool was cleared",
+        ),
+        (
+            R::Idle,
+            "idle",
+            "Connection has been available but unused for longer than the configured max idle time",
+        ),
+        (R::Error, "error", "An error occurred while using the connection"),
+        (R::PoolClosed, "poolClosed", "Connection pool was closed"),
+        (R::Lifetime, "lifetime", "Connection reached its maximum lifetime"),
+        (R::Detached, "detached", "Connection was detached from the pool"),
+        (R::Shrunk, "shrunk", "Connection pool was resized below its size"),
+    ];
+    for (reason, text, log) in closed {
+        assert_eq!((reason.as_str(), reason.log_message()), (text, log));
+    }
+    let failed = [
+        (F::PoolClosed, "poolClosed", "Connection pool was closed"),
+        (
+            F::Timeout,
+            "timeout",
+            "Wait queue timeout elapsed without a connection becoming available",
+        ),
+        (
+            F::ConnectionError,
+            "connectionError",
+            "An error occurred while trying to establish a new connection",
+        ),
+    ];
+    for (reason, text, log) in failed {
+        assert_eq!((reason.as_str(), reason.log_message()), (text, log));
+    }
+}
+
+/// `Event::connection_id` names the connection an event is about: every
+/// connection event, and a checkout that failed because establishing its
+/// connection failed (spec: the log messages' `driverConnectionId`);
+/// pool events and other failures name none. `Event::duration` is the
+/// duration of the events that carry one (`ConnectionReady`,
+/// `ConnectionCheckedOut`, `ConnectionCheckOutFailed`), and none of the
+/// others.
+///
+/// Catches: `Event::connection_id` returning `None` or without any one of
+/// its arms, and `Event::duration` returning `None` or
+/// `Some(Duration::ZERO)`.
+#[test]
+fn events_name_their_connection_and_duration() {
+    let mut h = Harness::ready(quiet().build().unwrap());
+    h.clear_events();
+    let c = h.take();
+    h.check_in(c);
+    h.pool.handle_clear(h.now, Default::default()).unwrap();
+    h.pool.handle_ready(h.now).unwrap();
+    h.drain();
+    h.clear_events();
+    h.check_out();
+    let id = h.establishing[0];
+    h.advance(5);
+    fail_establish(&mut h.pool, h.now, id).unwrap();
+    h.drain();
+    let ms = |n| Some(Duration::from_millis(n));
+    let one = Some(ConnectionId(1));
+    let named: Vec<_> = h
+        .events
+        .iter()
+        .map(|e| (e.name(), e.connection_id(), e.duration()))
+        .collect();
+    assert_eq!(
+        named,
+        [
+            ("ConnectionCheckOutStarted", None, None),
+            ("ConnectionClosed", one, None),
+            ("ConnectionCreated", Some(id), None),
+            ("ConnectionPoolCleared", None, None),
+            ("ConnectionClosed", Some(id), None),
+            ("ConnectionCheckOutFailed", Some(id), ms(5)),
+        ]
+    );
+}
