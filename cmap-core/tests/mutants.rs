@@ -10,7 +10,7 @@ use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
-use cmap_core::{Address, ConnectionId, PoolOptions, ServiceId, WaiterId};
+use cmap_core::{Address, ClosedReason, ConnectionId, PoolOptions, ServiceId, WaiterId};
 use support::{fail_establish, Harness};
 
 /// A pool without background runs: only the inputs of the test move it.
@@ -640,4 +640,267 @@ fn events_name_their_connection_and_duration() {
             ("ConnectionCheckOutFailed", Some(id), ms(5)),
         ]
     );
+}
+
+/// Lifetime jitter spreads the ends of connections made together
+/// (`PoolOptionsBuilder::max_lifetime`: "shortened by a random fraction of
+/// up to `jitter` so that connections made together do not all expire
+/// together"): eight connections created at one instant with a jitter of
+/// 1.0 retire at several different instants, all before the full
+/// lifetime. The seed makes the draw, and so this test, deterministic.
+///
+/// Catches: `SplitMix64::next_u64` returning `0` or `1` (every draw 0.0:
+/// no jitter at all).
+#[test]
+fn lifetime_jitter_spreads_the_ends_of_connections_made_together() {
+    let options = PoolOptions::builder()
+        .max_lifetime(Duration::from_secs(100), 1.0)
+        .seed(7)
+        .maintenance_interval(Some(Duration::from_secs(1)))
+        .max_connecting(8)
+        .build()
+        .unwrap();
+    let mut h = Harness::ready(options);
+    let taken: Vec<_> = (0..8).map(|_| h.take()).collect();
+    for c in taken {
+        h.check_in(c);
+    }
+    let mut ends = Vec::new();
+    for second in 1..=100 {
+        h.advance(1000);
+        for (id, reason) in h.closed_reasons() {
+            assert_eq!(reason, ClosedReason::Lifetime);
+            if !ends.iter().any(|&(i, _)| i == id) {
+                ends.push((id, second));
+            }
+        }
+    }
+    assert_eq!(ends.len(), 8, "{ends:?}");
+    let mut instants: Vec<_> = ends.iter().map(|&(_, s)| s).collect();
+    instants.dedup();
+    assert!(
+        instants.len() >= 4,
+        "connections made together retire together: {ends:?}"
+    );
+    assert!(instants.iter().all(|&s| s < 100), "{ends:?}");
+}
+
+/// The reconnect backoff has two ends: waiting checkouts may ask for a
+/// connection after the short one (`max_delay_while_waiting`), minPoolSize
+/// only after the full one. Once the short end has passed, the full one
+/// still holds and still matters: `poll_timeout` names it (not only the
+/// next background run), and at that instant the pool starts the
+/// connection for minPoolSize.
+///
+/// Catches: `Backoff::is_active` with `&&` for its `||` (a backoff with
+/// only its full end left counted as over: no wake-up at its end, and no
+/// population until the next background run).
+#[test]
+fn the_full_backoff_end_still_wakes_the_pool_after_the_short_one() {
+    let policy = cmap_core::Reconnect {
+        initial_delay: Duration::from_millis(100),
+        max_delay: Duration::from_millis(100),
+        give_up_after: None,
+        max_delay_while_waiting: Duration::from_millis(10),
+    };
+    let options = PoolOptions::builder()
+        .min_pool_size(1)
+        .maintenance_interval(Some(Duration::from_secs(10)))
+        .reconnect(Some(policy))
+        .seed(7)
+        .build()
+        .unwrap();
+    let mut h = Harness::ready(options);
+    h.advance(0);
+    assert_eq!(h.establishing, [ConnectionId(1)]);
+    let id = h.establishing.pop().unwrap();
+    support::fail_establish_with(&mut h.pool, h.now, id, cmap_core::EstablishErrorKind::Network).unwrap();
+    h.drain();
+    assert!(h.establishing.is_empty());
+    // Past the short end (at most 10 ms), before the full one (50 to 100 ms).
+    h.advance(20);
+    let end = h.pool.poll_timeout().expect("a wake-up");
+    assert!(
+        end > h.now && end <= h.t0 + Duration::from_millis(100),
+        "wakes at {:?}, not at the backoff's end",
+        end - h.t0
+    );
+    h.now = end;
+    h.pool.handle_timeout(h.now);
+    h.drain();
+    assert_eq!(
+        h.establishing,
+        [ConnectionId(2)],
+        "minPoolSize populated at the backoff's end"
+    );
+}
+
+/// When the pool gives up reconnecting, it still reports the failure it
+/// gave up on: `last_establish_error` is "the last establishment failure,
+/// while the pool has had no success since", and giving up is no success
+/// (a checkout that times out later names it in its message).
+///
+/// Catches: in `on_establish_failure`, the reset of the backoff on giving
+/// up without `last_error` (the error forgotten).
+#[test]
+fn giving_up_reconnecting_keeps_the_last_error() {
+    let policy = cmap_core::Reconnect {
+        give_up_after: Some(Duration::ZERO),
+        ..cmap_core::Reconnect::default()
+    };
+    let mut h = Harness::ready(quiet().reconnect(Some(policy)).build().unwrap());
+    h.check_out();
+    let id = h.establishing.pop().unwrap();
+    fail_establish(&mut h.pool, h.now, id).unwrap();
+    h.drain();
+    assert!(h.names().contains(&"ReconnectGaveUp"), "{:?}", h.names());
+    let last = h.pool.last_establish_error().expect("the failure given up on");
+    assert_eq!(last.to_string(), format!("establishing connection {id} failed"));
+}
+
+/// A paused pool populates nothing, so the end of a reconnect backoff for
+/// minPoolSize does not matter to it: `poll_timeout` names the instant it
+/// marks itself ready again (`EstablishFailure::ClearPool` with a
+/// `Reconnect`), and at that instant the pool is ready, not woken for
+/// nothing before it.
+///
+/// Catches: in `poll_timeout`, `self.backoff.is_active() && self.state ==
+/// PoolState::Ready` with `||` (a paused pool woken at the end of the
+/// backoff a labelled failure left, before its auto-ready).
+#[test]
+fn a_paused_pool_wakes_for_its_auto_ready_not_for_the_population_backoff() {
+    let mut h = Harness::ready(
+        quiet()
+            .min_pool_size(1)
+            .reconnect(Some(cmap_core::Reconnect::default()))
+            .seed(7)
+            .build()
+            .unwrap(),
+    );
+    // A labelled failure: the pool stays ready, with a backoff for
+    // minPoolSize of 50 to 100 ms and one of 5 to 10 ms for waiters.
+    h.check_out();
+    let first = h.establishing.pop().unwrap();
+    support::fail_establish_with(&mut h.pool, h.now, first, cmap_core::EstablishErrorKind::Network).unwrap();
+    h.drain();
+    assert_eq!(h.pool.state(), cmap_core::PoolState::Ready);
+    // After the waiters' end, an unlabelled failure pauses the pool, which
+    // marks itself ready 100 to 200 ms later.
+    h.advance(20);
+    h.check_out();
+    let second = h.establishing.pop().expect("a connection for the waiter");
+    fail_establish(&mut h.pool, h.now, second).unwrap();
+    h.drain();
+    assert_eq!(h.pool.state(), cmap_core::PoolState::Paused);
+    let wake = h.pool.poll_timeout().expect("the auto-ready");
+    h.now = wake;
+    h.pool.handle_timeout(h.now);
+    h.drain();
+    assert_eq!(
+        h.pool.state(),
+        cmap_core::PoolState::Ready,
+        "woken at {:?}, before its auto-ready",
+        wake - h.t0
+    );
+}
+
+/// A pool at its minPoolSize needs no wake-up at the end of a reconnect
+/// backoff: nothing waits and nothing is to be populated, so
+/// `poll_timeout` is `None` ("nothing is scheduled").
+///
+/// Catches: in `poll_timeout`, `total < min_pool_size` with `<=`.
+#[test]
+fn a_pool_at_its_minimum_needs_no_wake_up_for_a_backoff() {
+    let mut h = Harness::ready(
+        quiet()
+            .min_pool_size(1)
+            .reconnect(Some(cmap_core::Reconnect::default()))
+            .build()
+            .unwrap(),
+    );
+    let held = h.take();
+    h.check_out();
+    let id = h.establishing.pop().unwrap();
+    support::fail_establish_with(&mut h.pool, h.now, id, cmap_core::EstablishErrorKind::Network).unwrap();
+    h.drain();
+    assert_eq!((h.pool.status().total, h.pool.status().waiting), (1, 0));
+    assert_eq!(h.pool.poll_timeout(), None);
+    h.check_in(held);
+}
+
+/// `time_until_timeout` is the time from `now` to `poll_timeout`, zero
+/// once that has passed: a driver sleeps that long.
+///
+/// Catches: `time_until_timeout` returning `None`.
+#[test]
+fn time_until_timeout_counts_down_to_poll_timeout() {
+    let mut h = Harness::ready(quiet().max_pool_size(1).build().unwrap());
+    let held = h.take();
+    assert_eq!(h.pool.time_until_timeout(h.now), None);
+    h.pool
+        .handle_check_out_until(h.now, Some(h.now + Duration::from_millis(100)));
+    h.drain();
+    assert_eq!(h.pool.time_until_timeout(h.now), Some(Duration::from_millis(100)));
+    let later = h.now + Duration::from_millis(30);
+    assert_eq!(h.pool.time_until_timeout(later), Some(Duration::from_millis(70)));
+    let past = h.now + Duration::from_millis(300);
+    assert_eq!(h.pool.time_until_timeout(past), Some(Duration::ZERO));
+    h.check_in(held);
+}
+
+/// Every getter of `PoolOptions` reads back what the builder set (a
+/// driver reads its pool's options through them: cmap-async decides by
+/// `load_balanced` whether a clear names a service), each to a value
+/// other than its default.
+///
+/// Catches: the getters of `PoolOptions` returning a constant or a
+/// default instead of the option.
+#[test]
+fn every_option_getter_reads_back_what_the_builder_set() {
+    use cmap_core::{EstablishFailure, Reconnect};
+    let reconnect = Reconnect {
+        initial_delay: Duration::from_millis(7),
+        ..Reconnect::default()
+    };
+    let o = PoolOptions::builder()
+        .max_pool_size(9)
+        .min_pool_size(3)
+        .max_idle_time(Duration::from_millis(11))
+        .max_connecting(4)
+        .wait_queue_timeout(Duration::from_millis(13))
+        .load_balanced(true)
+        .maintenance_interval(Some(Duration::from_millis(17)))
+        .max_lifetime(Duration::from_millis(19), 0.5)
+        .establish_failure(EstablishFailure::KeepReady)
+        .keep_waiting_on_overload(true)
+        .reconnect(Some(reconnect))
+        .seed(23)
+        .build()
+        .unwrap();
+    assert_eq!(o.max_pool_size(), 9);
+    assert_eq!(o.min_pool_size(), 3);
+    assert_eq!(o.max_idle_time(), Some(Duration::from_millis(11)));
+    assert_eq!(o.max_connecting(), 4);
+    assert_eq!(o.wait_queue_timeout(), Some(Duration::from_millis(13)));
+    assert!(o.load_balanced());
+    assert_eq!(o.maintenance_interval(), Some(Duration::from_millis(17)));
+    assert_eq!(o.max_lifetime(), Some(Duration::from_millis(19)));
+    assert_eq!(o.establish_failure(), EstablishFailure::KeepReady);
+    assert!(o.keep_waiting_on_overload());
+    assert_eq!(o.reconnect(), Some(reconnect));
+    assert_eq!(o.seed(), Some(23));
+    assert_eq!(o.clone().with_seed(29).seed(), Some(29));
+    assert_eq!(
+        o.explicit_options(),
+        [
+            ("maxPoolSize", 9),
+            ("minPoolSize", 3),
+            ("maxIdleTimeMS", 11),
+            ("maxConnecting", 4),
+            ("waitQueueTimeoutMS", 13)
+        ]
+    );
+    let d = PoolOptions::default();
+    assert!(!d.load_balanced() && !d.keep_waiting_on_overload());
+    assert_eq!((d.max_lifetime(), d.reconnect(), d.seed()), (None, None, None));
 }
