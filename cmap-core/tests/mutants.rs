@@ -904,3 +904,24 @@ fn every_option_getter_reads_back_what_the_builder_set() {
     assert!(!d.load_balanced() && !d.keep_waiting_on_overload());
     assert_eq!((d.max_lifetime(), d.reconnect(), d.seed()), (None, None, None));
 }
+
+/// A reconnect backoff with equal first and largest delays is valid: the
+/// rule is `0 < initial_delay <= max_delay` (a constant delay), and only a
+/// largest delay below the first is refused.
+///
+/// Catches: in `PoolOptionsBuilder::build`, `max_delay < initial_delay`
+/// with `<=`.
+#[test]
+fn a_reconnect_with_equal_delays_is_valid() {
+    let constant = cmap_core::Reconnect {
+        initial_delay: Duration::from_millis(50),
+        max_delay: Duration::from_millis(50),
+        ..cmap_core::Reconnect::default()
+    };
+    assert!(PoolOptions::builder().reconnect(Some(constant)).build().is_ok());
+    let shrinking = cmap_core::Reconnect {
+        max_delay: Duration::from_millis(49),
+        ..constant
+    };
+    assert!(PoolOptions::builder().reconnect(Some(shrinking)).build().is_err());
+}
