@@ -139,9 +139,10 @@ impl Item {
 /// decide this; an offset off by one or more moves some part across the
 /// line.
 ///
-/// Catches: the offset arithmetic of `ConnectionString::parse` and
-/// `parse_after_user_info` (`+` replaced by `-` or `*`, `+=` by `*=`,
-/// `<` by `<=`, `>=` by `<`).
+/// Catches: 16 mutants of the offset arithmetic of
+/// `ConnectionString::parse` and `parse_after_user_info` (`+` replaced by
+/// `-` or `*`, `+=` by `*=`, `<` by `<=` in `quote`), and the `Debug` of
+/// `ConnectionString` writing nothing.
 #[test]
 fn text_is_quoted_exactly_when_it_starts_at_or_after_the_last_at() {
     use cmap_core::{ConnectionString, ConnectionStringError, OptionsError, REDACTED};
