@@ -94,3 +94,149 @@ impl<C> Pool<C> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! A correct pool never breaks an invariant, so these tests break one
+    //! field at a time by hand and require `check_invariants` to say so.
+
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use crate::connection::{ConnectionId, WaiterId};
+    use crate::connection_set::Pending;
+    use crate::output::{Action, Output};
+    use crate::pool::{Pool, PoolState};
+    use crate::test_clock::origin;
+    use crate::wait_queue::Waiter;
+    use crate::PoolOptions;
+
+    /// A ready pool of at most `max` connections without background runs,
+    /// holding `available` established connections, all available.
+    fn pool_with(max: u32, available: usize) -> (Pool<()>, Instant) {
+        let now = origin();
+        let options = PoolOptions::builder()
+            .max_pool_size(max)
+            .max_connecting(4)
+            .maintenance_interval(None)
+            .build()
+            .unwrap();
+        let mut pool: Pool<()> = Pool::new(now, "db:27017".parse().unwrap(), options);
+        pool.handle_ready(now).unwrap();
+        let mut held = Vec::new();
+        for _ in 0..available {
+            pool.handle_check_out(now);
+            let mut ids = Vec::new();
+            while let Some(out) = pool.poll_output() {
+                if let Output::Action(Action::Establish { id }) = out {
+                    ids.push(id);
+                }
+            }
+            for id in ids {
+                pool.handle_established(now, id, (), None).unwrap();
+            }
+            while let Some(out) = pool.poll_output() {
+                if let Output::Action(Action::Deliver { connection, .. }) = out {
+                    held.push(connection);
+                }
+            }
+        }
+        for connection in held {
+            pool.handle_check_in(now, connection).unwrap();
+        }
+        while pool.poll_output().is_some() {}
+        assert_eq!(pool.conns.available_len(), available);
+        assert_eq!(pool.check_invariants(), Ok(()));
+        (pool, now)
+    }
+
+    fn waiter(now: Instant, deadline: Option<Instant>, requested: Option<ConnectionId>) -> Waiter {
+        Waiter {
+            started_at: now,
+            deadline,
+            requested,
+        }
+    }
+
+    fn pending(now: Instant, requester: Option<WaiterId>) -> Pending {
+        Pending {
+            created_at: now,
+            generation: 0,
+            requester,
+        }
+    }
+
+    #[test]
+    fn a_shrinking_pool_above_its_size_may_hold_nothing_idle() {
+        let (mut pool, _) = pool_with(2, 2);
+        Arc::make_mut(&mut pool.options).max_pool_size = 1;
+        pool.shrinking = Some(2);
+        assert_eq!(
+            pool.check_invariants(),
+            Err("total exceeds maxPoolSize".to_owned())
+        );
+    }
+
+    #[test]
+    fn a_queued_checkout_must_be_named_by_the_connection_it_names() {
+        let (mut pool, now) = pool_with(2, 0);
+        let id = ConnectionId(pool.next_connection_id);
+        pool.next_connection_id += 1;
+        pool.conns.insert_pending(id, pending(now, None));
+        pool.queue.push(WaiterId(1), waiter(now, None, Some(id)));
+        assert_eq!(
+            pool.check_invariants(),
+            Err("a queued checkout names a pending connection that does not name it".to_owned())
+        );
+    }
+
+    #[test]
+    fn a_checkout_may_not_wait_at_its_deadline() {
+        let (mut pool, now) = pool_with(1, 0);
+        pool.queue.push(WaiterId(1), waiter(now, Some(now), None));
+        assert_eq!(
+            pool.check_invariants(),
+            Err("a queued checkout outlived its deadline".to_owned())
+        );
+        // A deadline still ahead is fine (one connection, being made).
+        let (mut pool, now) = pool_with(1, 0);
+        let id = ConnectionId(pool.next_connection_id);
+        pool.next_connection_id += 1;
+        pool.conns.insert_pending(id, pending(now, Some(WaiterId(1))));
+        let ahead = now + Duration::from_millis(1);
+        pool.queue.push(WaiterId(1), waiter(now, Some(ahead), Some(id)));
+        assert_eq!(pool.check_invariants(), Ok(()));
+    }
+
+    #[test]
+    fn a_ready_pool_serves_its_queue_from_what_is_available() {
+        let (mut pool, now) = pool_with(2, 1);
+        pool.queue.push(WaiterId(9), waiter(now, None, None));
+        assert_eq!(
+            pool.check_invariants(),
+            Err("a checkout waits while a connection is available".to_owned())
+        );
+    }
+
+    #[test]
+    fn a_closed_pool_holds_nothing_available_or_pending() {
+        // One available and none pending: a product of the counts would
+        // be zero.
+        let (mut pool, _) = pool_with(2, 1);
+        pool.state = PoolState::Closed;
+        assert_eq!(
+            pool.check_invariants(),
+            Err("a closed pool holds available or pending connections".to_owned())
+        );
+        // One of each: a difference would be zero.
+        let (mut pool, now) = pool_with(2, 1);
+        let id = ConnectionId(pool.next_connection_id);
+        pool.next_connection_id += 1;
+        pool.conns.insert_pending(id, pending(now, None));
+        pool.state = PoolState::Closed;
+        assert_eq!(
+            pool.check_invariants(),
+            Err("a closed pool holds available or pending connections".to_owned())
+        );
+    }
+}
