@@ -6,30 +6,13 @@
 //! cargo run -p spec-runner -- replay --at 0.03 /tmp/flight-recording.jsonl
 //! ```
 
-use std::future::Future;
-use std::net::SocketAddr;
+mod common;
+
 use std::time::{Duration, Instant};
 
 use cmap_testkit::echo::echo_server;
-use cmap_tokio::{ManageConnection, Pool};
-use tokio::net::TcpStream;
-
-/// Connections to the echo server.
-struct Echo {
-    addr: SocketAddr,
-}
-
-impl ManageConnection for Echo {
-    type Connection = TcpStream;
-    type Error = std::io::Error;
-    fn classify(&self, e: &std::io::Error) -> cmap_tokio::EstablishErrorKind {
-        cmap_tokio::EstablishErrorKind::of_io(e)
-    }
-
-    fn connect(&self) -> impl Future<Output = Result<TcpStream, std::io::Error>> + Send {
-        TcpStream::connect(self.addr)
-    }
-}
+use cmap_tokio::Pool;
+use common::Echo;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {

@@ -12,32 +12,15 @@
 //! `PrometheusBuilder::new().with_http_listener(addr).install()`), or
 //! serve `handle.render()` from your own HTTP stack.
 
-use std::future::Future;
-use std::net::SocketAddr;
+mod common;
+
 use std::time::Duration;
 
 use cmap_testkit::echo::echo_server;
-use cmap_tokio::{ManageConnection, Pool};
+use cmap_tokio::Pool;
+use common::Echo;
 use metrics_exporter_prometheus::PrometheusBuilder;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-
-/// Connections to the echo server.
-struct Echo {
-    addr: SocketAddr,
-}
-
-impl ManageConnection for Echo {
-    type Connection = TcpStream;
-    type Error = std::io::Error;
-    fn classify(&self, e: &std::io::Error) -> cmap_tokio::EstablishErrorKind {
-        cmap_tokio::EstablishErrorKind::of_io(e)
-    }
-
-    fn connect(&self) -> impl Future<Output = Result<TcpStream, std::io::Error>> + Send {
-        TcpStream::connect(self.addr)
-    }
-}
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {

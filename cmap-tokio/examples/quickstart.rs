@@ -7,34 +7,17 @@
 //!
 //! The echo server and the printing are shared with the other adapters'
 //! examples (`cmap_testkit::echo`); what is left here is what differs
-//! between runtimes: the manager and the client tasks.
+//! between runtimes: the manager (in `common/`, shared by the tokio
+//! examples) and the client tasks.
 
-use std::future::Future;
-use std::net::SocketAddr;
+mod common;
+
 use std::time::Duration;
 
 use cmap_testkit::echo::{echo_server, report, show};
-use cmap_tokio::{ManageConnection, Pool};
+use cmap_tokio::Pool;
+use common::Echo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-
-/// Connections to the echo server. A driver's `connect` would also do its
-/// handshake and authentication here.
-struct Echo {
-    addr: SocketAddr,
-}
-
-impl ManageConnection for Echo {
-    type Connection = TcpStream;
-    type Error = std::io::Error;
-    fn classify(&self, e: &std::io::Error) -> cmap_tokio::EstablishErrorKind {
-        cmap_tokio::EstablishErrorKind::of_io(e)
-    }
-
-    fn connect(&self) -> impl Future<Output = Result<TcpStream, std::io::Error>> + Send {
-        TcpStream::connect(self.addr)
-    }
-}
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
