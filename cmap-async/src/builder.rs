@@ -395,7 +395,7 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
     /// Keeps a flight recorder: the last `capacity` inputs of the pool's
     /// core and the outputs they caused (at least half as many), which
     /// [`Pool::recording`] returns and `spec-runner replay` re-executes
-    /// exactly. 0 (the default): off. Each entry takes about 100 bytes;
+    /// exactly. 0 (the default): off. An entry takes 64 bytes (a check-in 112 more);
     /// the cost per checkout is in docs/benchmarks.md.
     ///
     /// ```
