@@ -98,16 +98,6 @@
 // `Pool::recorder` around a call kept out of line, so that a pool that
 // records nothing inlines its hot paths as if the feature were off.
 
-/// Notes an input for the flight recorder, before it is handled.
-macro_rules! record_input {
-    ($pool:expr, $now:expr, $input:expr) => {
-        #[cfg(feature = "recorder")]
-        if $pool.recorder.is_some() {
-            $pool.record_input($now, || $input);
-        }
-    };
-}
-
 /// Calls the flight recorder's hook `$method` (a method of `Pool` in
 /// `recorder/`) while a recorder runs.
 macro_rules! record {
@@ -115,16 +105,6 @@ macro_rules! record {
         #[cfg(feature = "recorder")]
         if $pool.recorder.is_some() {
             $pool.$method($($arg),*);
-        }
-    };
-}
-
-/// Notes an output for the flight recorder as it is queued.
-macro_rules! record_output {
-    ($pool:expr, $output:expr) => {
-        #[cfg(feature = "recorder")]
-        if $pool.recorder.is_some() {
-            $pool.record_output(|| $output);
         }
     };
 }

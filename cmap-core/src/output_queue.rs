@@ -41,7 +41,7 @@ impl<C> Pool<C> {
     /// check every input makes stays small enough to inline.
     #[inline(never)]
     fn switch_events(&mut self, enabled: bool) {
-        record_input!(self, self.now, crate::recorder::Input::EventsEnabled(enabled));
+        record!(self.record_input(self.now, || crate::recorder::Input::EventsEnabled(enabled)));
         self.events_enabled = enabled;
     }
 
@@ -55,7 +55,7 @@ impl<C> Pool<C> {
         if apart == self.events_apart {
             return;
         }
-        record_input!(self, self.now, crate::recorder::Input::EventsApart(apart));
+        record!(self.record_input(self.now, || crate::recorder::Input::EventsApart(apart)));
         self.events_apart = apart;
         if apart {
             let mut rest = VecDeque::with_capacity(self.out.len());
@@ -99,7 +99,7 @@ impl<C> Pool<C> {
     /// event of a check out and check in comes through here.
     #[inline]
     pub(crate) fn push_event(&mut self, event: Event) {
-        record_output!(self, crate::recorder::Recorded::Event(event.clone()));
+        record!(self.record_output(|| crate::recorder::Recorded::Event(event.clone())));
         if self.events_apart {
             self.apart.push(event);
         } else {

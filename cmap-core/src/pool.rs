@@ -420,7 +420,7 @@ impl<C> Pool<C> {
         if connection.meta.pool != self.id {
             return Err(CheckInError::WrongPool(connection));
         }
-        record_input!(self, now, crate::recorder::Input::Detach(*connection.meta));
+        record!(self.record_input(now, || crate::recorder::Input::Detach(*connection.meta)));
         self.advance(now);
         let Pooled { meta, conn } = connection;
         if !self.forget_in_use(&meta).interrupted {
@@ -446,7 +446,7 @@ impl<C> Pool<C> {
         conn: C,
         service_id: Option<ServiceId>,
     ) -> Result<(), UsageError> {
-        record_input!(self, now, crate::recorder::Input::Established { id, service_id });
+        record!(self.record_input(now, || crate::recorder::Input::Established { id, service_id }));
         self.advance_with_result_of(now, id);
         let Some(pending) = self.conns.remove_pending(id) else {
             return self.late_result(id, Some(conn));
@@ -523,13 +523,11 @@ impl<C> Pool<C> {
         id: ConnectionId,
         error: EstablishError,
     ) -> Result<(), UsageError> {
-        record_input!(
-            self,
-            now,
-            crate::recorder::Input::EstablishFailed {
+        record!(
+            self.record_input(now, || crate::recorder::Input::EstablishFailed {
                 id,
                 error: crate::recorder::codec::ErrorText::of(&error),
-            }
+            })
         );
         self.advance_with_result_of(now, id);
         let Some(pending) = self.conns.remove_pending(id) else {
@@ -580,15 +578,11 @@ impl<C> Pool<C> {
     /// [`UsageError::ClearMode`]: a load-balanced pool is cleared per
     /// service id, and any other pool without one.
     pub fn handle_clear(&mut self, now: Instant, clear: Clear) -> Result<(), UsageError> {
-        record_input!(
-            self,
-            now,
-            crate::recorder::Input::Clear {
-                interrupt_in_use: clear.interrupt_in_use,
-                service_id: clear.service_id,
-                cause: clear.cause.clone(),
-            }
-        );
+        record!(self.record_input(now, || crate::recorder::Input::Clear {
+            interrupt_in_use: clear.interrupt_in_use,
+            service_id: clear.service_id,
+            cause: clear.cause.clone(),
+        }));
         self.advance(now);
         if self.options.load_balanced {
             let Some(service) = clear.service_id else {
@@ -614,7 +608,7 @@ impl<C> Pool<C> {
     /// itself, interrupting what it lent out, and closes every connection it
     /// holds, since their sockets belong to the parent too.
     pub fn handle_reset_after_fork(&mut self, now: Instant) {
-        record_input!(self, now, crate::recorder::Input::ResetAfterFork);
+        record!(self.record_input(now, || crate::recorder::Input::ResetAfterFork));
         self.advance(now);
         self.backoff.auto_ready_at = None;
         self.clear(ClearCause::Forked, true);
@@ -630,7 +624,7 @@ impl<C> Pool<C> {
     ///
     /// [`UsageError::PoolClosed`] once the pool is closed.
     pub fn handle_ready(&mut self, now: Instant) -> Result<(), UsageError> {
-        record_input!(self, now, crate::recorder::Input::Ready);
+        record!(self.record_input(now, || crate::recorder::Input::Ready));
         self.advance(now);
         match self.state {
             PoolState::Ready => Ok(()),
@@ -648,7 +642,7 @@ impl<C> Pool<C> {
     /// fail with `PoolClosedError`; in-use ones close when checked in.
     /// Closing twice does nothing.
     pub fn handle_close(&mut self, now: Instant) {
-        record_input!(self, now, crate::recorder::Input::Close);
+        record!(self.record_input(now, || crate::recorder::Input::Close));
         self.advance(now);
         if self.state == PoolState::Closed {
             return;
@@ -681,7 +675,7 @@ impl<C> Pool<C> {
     /// (served, failed or cancelled): if its `Deliver` is in flight, the
     /// caller checks that connection in.
     pub fn handle_cancel(&mut self, now: Instant, waiter: WaiterId) -> Result<(), UsageError> {
-        record_input!(self, now, crate::recorder::Input::Cancel(waiter));
+        record!(self.record_input(now, || crate::recorder::Input::Cancel(waiter)));
         self.advance(now);
         let Some(queued) = self.queue.remove(waiter) else {
             return Err(UsageError::UnknownWaiter(waiter));
@@ -694,7 +688,7 @@ impl<C> Pool<C> {
     /// Lets time pass: expires checkouts, runs background work that is due,
     /// and re-readies after a backoff. Safe to call at any time.
     pub fn handle_timeout(&mut self, now: Instant) {
-        record_input!(self, now, crate::recorder::Input::Timeout);
+        record!(self.record_input(now, || crate::recorder::Input::Timeout));
         self.advance(now);
         self.run_due_timers();
         self.serve_queue();
