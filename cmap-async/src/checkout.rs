@@ -29,7 +29,7 @@ use crate::manager::ManageConnection;
 use crate::panics::Hook;
 use crate::runtime::Runtime;
 use crate::shared::Shared;
-use crate::util::{race, Either};
+use crate::util::{race_lazy, Either};
 
 enum State<C> {
     Start,
@@ -77,12 +77,12 @@ impl<M: ManageConnection, R: Runtime> Future for Checkout<'_, M, R> {
         let shared = self.shared;
         match &self.state {
             State::Start => {
-                let mut deferred = Deferred::default();
-                let mut own = OwnCheckout::default();
                 // Made outside the lock when this checkout will likely wait
                 // (dropped unused if it does not).
                 let mut spare = shared.likely_to_wait().then(|| new_slot(cx));
                 let read = shared.read_clock();
+                let mut deferred = Deferred::default();
+                let mut own = OwnCheckout::default();
                 let queued = {
                     let mut inner = shared.lock();
                     let read = shared.begin(&mut inner, read, true);
@@ -91,10 +91,19 @@ impl<M: ManageConnection, R: Runtime> Future for Checkout<'_, M, R> {
                     self.limit = Limit::Until(deadline);
                     self.issued_before = inner.last_issued;
                     let id = match inner.core.handle_check_out_direct(now, deadline) {
-                        CheckOut::Ready(connection) => {
-                            own.outcome = Some(Ok(connection));
-                            None
-                        }
+                        CheckOut::Ready(connection) => match shared.settle(inner) {
+                            // Served, and nothing else to do: the common
+                            // checkout ends here.
+                            Ok(()) => {
+                                self.state = State::Done;
+                                return Poll::Ready(Ok(connection));
+                            }
+                            Err(locked) => {
+                                inner = locked;
+                                own.outcome = Some(Ok(connection));
+                                None
+                            }
+                        },
                         CheckOut::Later(id) => Some(id),
                     };
                     // Served at once, or completed among this input's own
@@ -239,7 +248,9 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
             .panics
             .guard(Hook::Check, || self.manager.check_until(conn, deadline));
         let outcome = match deadline {
-            Some(deadline) => match race(check, self.rt.sleep_until(deadline)).await {
+            // The timer is made only if the check has to wait: most checks
+            // are done at their first poll.
+            Some(deadline) => match race_lazy(check, || self.rt.sleep_until(deadline)).await {
                 Either::Left(outcome) => outcome,
                 Either::Right(()) => return None,
             },

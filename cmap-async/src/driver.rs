@@ -317,14 +317,24 @@ impl<C> Inner<C> {
         );
     }
 
-    /// Wakes the timer task when the core's deadline moved earlier than the
-    /// one it sleeps until.
-    pub(crate) fn rearm(&mut self, deferred: &mut Deferred<'_, C>) {
-        if let Some(next) = self.core.poll_timeout() {
-            if self.armed.is_none_or(|armed| next < armed) {
+    /// Whether the timer task must be woken: the core's deadline moved
+    /// earlier than the one it sleeps until (now armed for it).
+    pub(crate) fn rearm(&mut self) -> bool {
+        match self.core.poll_timeout() {
+            Some(next) if self.armed.is_none_or(|armed| next < armed) => {
                 self.armed = Some(next);
-                deferred.rearm = true;
+                true
             }
+            _ => false,
         }
+    }
+
+    /// Whether the input just handled left nothing to drain: no action
+    /// and no event. The common served checkout and check-in nobody waits
+    /// for; such an input skips the drain and the work after the lock
+    /// (all but re-arming the timer: see `Shared::settle`).
+    #[inline]
+    pub(crate) fn left_nothing(&self) -> bool {
+        !self.core.has_output() && self.core.pending_events() == 0
     }
 }

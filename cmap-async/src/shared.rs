@@ -259,8 +259,36 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         limit: usize,
     ) -> bool {
         let more = inner.drain(now, &self.events, &self.interrupts, deferred, own, limit);
-        inner.rearm(deferred);
+        deferred.rearm = inner.rearm();
         more
+    }
+
+    /// Ends an input that left nothing to drain (`Inner::left_nothing`),
+    /// releasing the lock: the timer re-armed if need be, and no
+    /// [`Deferred`] built, drained or performed. Gives the lock back for
+    /// the full cycle otherwise.
+    #[inline]
+    pub(crate) fn settle<'a>(
+        &self,
+        mut inner: Locked<'a, M::Connection>,
+    ) -> Result<(), Locked<'a, M::Connection>> {
+        if !inner.left_nothing() {
+            return Err(inner);
+        }
+        let rearm = inner.rearm();
+        drop(inner);
+        if rearm {
+            self.wake_timer();
+        }
+        Ok(())
+    }
+
+    /// Wakes the timer task: its deadline moved earlier.
+    fn wake_timer(&self) {
+        // `additional`: a listener notified but never to be polled (the
+        // parent's timer task, in a forked child) must not use up the
+        // notification meant for the live timer task.
+        self.timer.notify_additional(1);
     }
 
     /// One input: `f` calls one `handle_*`; everything it caused is drained
@@ -271,20 +299,21 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
 
     /// [`Shared::input`] from a clock reading taken by the caller.
     fn input_at<T>(&self, read: CoarseNow, f: impl FnOnce(&mut Inner<M::Connection>, Instant) -> T) -> T {
-        let mut deferred = Deferred::default();
-        let out = {
-            let mut inner = self.lock();
-            let now = self.begin(&mut inner, read, false).at;
-            let out = f(&mut inner, now);
-            self.finish(
-                &mut inner,
-                now,
-                &mut deferred,
-                &mut OwnCheckout::default(),
-                usize::MAX,
-            );
-            out
+        let mut inner = self.lock();
+        let now = self.begin(&mut inner, read, false).at;
+        let out = f(&mut inner, now);
+        let Err(mut inner) = self.settle(inner) else {
+            return out;
         };
+        let mut deferred = Deferred::default();
+        self.finish(
+            &mut inner,
+            now,
+            &mut deferred,
+            &mut OwnCheckout::default(),
+            usize::MAX,
+        );
+        drop(inner);
         self.perform(deferred);
         out
     }
@@ -326,10 +355,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
             self.interrupts.notify();
         }
         if rearm {
-            // `additional`: a listener notified but never to be polled (the
-            // parent's timer task, in a forked child) must not use up the
-            // notification meant for the live timer task.
-            self.timer.notify_additional(1);
+            self.wake_timer();
         }
         events.deliver();
         // After the events: a checkout served or failed by this input must
@@ -398,7 +424,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     pub(crate) fn close(&self) {
         self.input(|inner, now| inner.core.handle_close(now));
         // The timer task ends once it sees the pool closed.
-        self.timer.notify_additional(1);
+        self.wake_timer();
         // The leak watcher, once every guard is back.
         if let Some(leaks) = &self.leaks {
             leaks.close();
