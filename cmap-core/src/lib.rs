@@ -114,8 +114,10 @@ mod connection;
 mod connection_set;
 mod connection_string;
 mod error;
+mod establishment;
 mod event;
 mod invariants;
+mod lifecycle;
 mod maintenance;
 mod options;
 mod output;
@@ -130,6 +132,7 @@ mod shutdown;
 mod state_table;
 mod stats;
 mod wait_queue;
+mod waiting;
 
 pub use address::Address;
 pub use connection::{ConnectionId, Pooled, ServiceId, WaiterId};

@@ -1,7 +1,9 @@
-//! The pool state machine: every transition of the spec's "Connection Pool
-//! Behaviors", in one place. Inputs are the `handle_*` methods; outputs go
-//! to one ordered queue (`output_queue.rs`) drained by
-//! [`Pool::poll_output`].
+//! The pool state machine: the `Pool` type, its creation, and the spec's
+//! transitions every checkout takes (spec: "Checking Out a Connection",
+//! "Checking In a Connection"), with the steps they share: moving the
+//! clock, taking an available connection, handing it out, closing one.
+//! Inputs are the `handle_*` methods; outputs go to one ordered queue
+//! (`output_queue.rs`) drained by [`Pool::poll_output`].
 //!
 //! What each input does in each state of the pool (checked against the
 //! code, cell by cell, by `state_table.rs`, whose data this is):
@@ -18,21 +20,24 @@
 //! | resize | new sizes; idle above the maximum closed | new sizes; waiters served, idle above the maximum closed | `Err(ResizeClosed)` |
 //! | force close | `Err(NotClosed)` | `Err(NotClosed)` | connections in use interrupted (`poolClosed`) |
 //!
+//! The other transitions live beside this file, each in the spec's words:
+//! the wait queue's (serving, expiring, cancelling) in `waiting.rs`, a
+//! connection's creation and establishment results in `establishment.rs`,
+//! clearing, readying, closing and the fork reset in `lifecycle.rs`.
 //! Background runs, reconnect backoff and the timer table live in
 //! `maintenance.rs`, resizing in `resize.rs`, forcing a closed pool's
-//! connections in `shutdown.rs`, the getters in `stats.rs`; this file is
-//! the spec's pseudocode.
+//! connections in `shutdown.rs`, the getters in `stats.rs`.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::connection::{ConnectionId, Meta, PoolId, Pooled, ServiceId, WaiterId};
-use crate::connection_set::{Available, ConnectionSet, InUse, Pending};
-use crate::error::{CheckInError, CheckOutError, ClearCause, EstablishError, TimeoutContext, UsageError};
-use crate::event::{CheckOutFailedReason, ClosedReason, Event};
+use crate::connection_set::{Available, ConnectionSet, InUse};
+use crate::error::{CheckInError, ClearCause, EstablishError};
+use crate::event::{ClosedReason, Event};
 use crate::maintenance::{Backoff, SplitMix64};
-use crate::options::{EstablishFailure, PoolOptions};
+use crate::options::PoolOptions;
 use crate::output::{Action, Output};
 use crate::perish::PerishRules;
 use crate::stats::Stats;
@@ -168,10 +173,10 @@ pub struct Pool<C> {
     #[cfg_attr(feature = "recorder", serde(with = "crate::recorder::codec::rel_opt"))]
     pub(crate) next_run: Option<Instant>,
     #[cfg_attr(feature = "recorder", serde(with = "crate::recorder::codec::clear_cause"))]
-    clear_cause: ClearCause,
+    pub(crate) clear_cause: ClearCause,
     /// The connection whose result the current input reports.
     #[cfg_attr(feature = "recorder", serde(skip))]
-    arriving: Option<ConnectionId>,
+    pub(crate) arriving: Option<ConnectionId>,
     pub(crate) rng: SplitMix64,
     /// After a resize down, while the pool holds more than maxPoolSize:
     /// its total then, the most `check_invariants` allows (`resize.rs`).
@@ -395,20 +400,6 @@ impl<C> Pool<C> {
         Ok(())
     }
 
-    /// A connection just checked in and judged fit, while checkouts wait:
-    /// the oldest waiter gets it. The same as making it available and
-    /// serving the queue (the available stack is last in, first out, so
-    /// that serves this very connection first), without the push, the pop
-    /// and a second perish check.
-    fn hand_to_queue(&mut self, available: Available<C>) {
-        let Some((id, waiter)) = self.queue.pop_front() else {
-            return self.conns.push_available(available);
-        };
-        self.forget_request_of(&waiter);
-        self.deliver(id, waiter.started_at, available);
-        self.serve_queue();
-    }
-
     /// Takes a checked-out connection out of the pool for good: it stops
     /// counting against `maxPoolSize` and is closed with reason `detached`.
     ///
@@ -428,261 +419,6 @@ impl<C> Pool<C> {
             self.serve_queue();
         }
         Ok(conn)
-    }
-
-    /// Reports that connection `id` is established; `service_id` is what the
-    /// handshake said in load-balanced mode (spec: "Establishing a
-    /// Connection").
-    ///
-    /// # Errors
-    ///
-    /// [`UsageError::UnknownConnection`] for an id the pool never issued. A
-    /// result for a connection the pool abandoned is accepted and the
-    /// connection disposed of.
-    pub fn handle_established(
-        &mut self,
-        now: Instant,
-        id: ConnectionId,
-        conn: C,
-        service_id: Option<ServiceId>,
-    ) -> Result<(), UsageError> {
-        record!(self.record_input(now, || crate::recorder::Input::Established { id, service_id }));
-        self.advance_with_result_of(now, id);
-        let Some(pending) = self.conns.remove_pending(id) else {
-            return self.late_result(id, Some(conn));
-        };
-        self.forget_request(pending.requester);
-        let generation = match (self.options.load_balanced, service_id) {
-            (true, Some(service)) => {
-                let entry = self.services.entry(service).or_default();
-                entry.count += 1;
-                entry.generation
-            }
-            _ => pending.generation,
-        };
-        self.backoff.on_success();
-        self.stats.connections_opened += 1;
-        let duration = self.since(pending.created_at);
-        self.emit(|p| Event::ConnectionReady {
-            address: p.address.clone(),
-            connection_id: id,
-            duration,
-        });
-        // Boxed once per connection: checking it out and in then moves a
-        // pointer, not the whole record.
-        let meta = Box::new(Meta {
-            id,
-            pool: self.id,
-            generation,
-            service_id: service_id.filter(|_| self.options.load_balanced),
-            created_at: pending.created_at,
-            last_used: self.now,
-            checked_out_at: self.now,
-            expires_at: self.lifetime_end(pending.created_at),
-            slot: 0,
-            errored: false,
-        });
-        if self.state == PoolState::Closed {
-            self.close(&meta, conn, ClosedReason::PoolClosed, None);
-            return Ok(());
-        }
-        if self.over_size() {
-            self.close(&meta, conn, ClosedReason::Shrunk, None);
-            self.note_size();
-            return Ok(());
-        }
-        // Spec ("Populating the Pool"): the connection is available before
-        // the pending count drops, so nobody starts another one needlessly.
-        self.conns.push_available(Available { meta, conn });
-        self.serve_queue();
-        // Its maxConnecting slot is free: population towards minPoolSize
-        // goes on at once rather than at the next background run.
-        if self.state == PoolState::Ready && self.options.maintenance_interval.is_some() {
-            self.populate();
-        }
-        Ok(())
-    }
-
-    /// Reports that establishing connection `id` failed. The connection is
-    /// closed with reason `error`, and then:
-    ///
-    /// - an error labelled `SystemOverloadedError` (a network error or
-    ///   timeout before the handshake completed) never clears the pool
-    ///   (spec: "Backpressure-enabled"); the checkout the connection was
-    ///   made for fails with it, or keeps waiting with
-    ///   `keep_waiting_on_overload`, while the pool retries with backoff;
-    /// - any other error fails that checkout, and the pool reacts as
-    ///   `EstablishFailure` says (by default, SDAM's reaction: clear).
-    ///
-    /// # Errors
-    ///
-    /// [`UsageError::UnknownConnection`] for an id the pool never issued.
-    pub fn handle_establish_failed(
-        &mut self,
-        now: Instant,
-        id: ConnectionId,
-        error: EstablishError,
-    ) -> Result<(), UsageError> {
-        record!(
-            self.record_input(now, || crate::recorder::Input::EstablishFailed {
-                id,
-                error: crate::recorder::codec::ErrorText::of(&error),
-            })
-        );
-        self.advance_with_result_of(now, id);
-        let Some(pending) = self.conns.remove_pending(id) else {
-            return self.late_result(id, None);
-        };
-        self.stats.connections_failed += 1;
-        let overload = error.is_overload();
-        let fails_requester = !(overload && self.options.keep_waiting_on_overload);
-        let victim = pending
-            .requester
-            .filter(|_| fails_requester)
-            .and_then(|w| self.queue.remove(w).map(|waiter| (w, waiter)));
-        if !fails_requester {
-            self.forget_request(pending.requester);
-        }
-        // SDAM ignores a labelled error, and a stale one: a connection
-        // started before the last clear already had its pool cleared, so it
-        // must not clear (and pause) the new generation again.
-        if !overload
-            && self.options.establish_failure == EstablishFailure::ClearPool
-            && !self.options.load_balanced
-            && self.state != PoolState::Closed
-            && pending.generation == self.generation
-        {
-            self.clear(ClearCause::EstablishFailed(error.clone()), false);
-        }
-        self.closed_event(id, None, ClosedReason::Error, Some(error.clone()));
-        if let Some((waiter, queued)) = victim {
-            let failure = CheckOutError::ConnectionError {
-                address: self.address.clone(),
-                connection_id: id,
-                source: error.clone(),
-            };
-            self.fail(waiter, queued.started_at, failure);
-        }
-        self.on_establish_failure(error);
-        self.serve_queue();
-        Ok(())
-    }
-
-    /// Clears the pool (spec: "Clearing a Connection Pool"): a new
-    /// generation, the pool paused and every queued checkout failed with a
-    /// retryable `PoolClearedError`; in load-balanced mode, only the
-    /// service's generation moves.
-    ///
-    /// # Errors
-    ///
-    /// [`UsageError::ClearMode`]: a load-balanced pool is cleared per
-    /// service id, and any other pool without one.
-    pub fn handle_clear(&mut self, now: Instant, clear: Clear) -> Result<(), UsageError> {
-        record!(self.record_input(now, || crate::recorder::Input::Clear {
-            interrupt_in_use: clear.interrupt_in_use,
-            service_id: clear.service_id,
-            cause: clear.cause.clone(),
-        }));
-        self.advance(now);
-        if self.options.load_balanced {
-            let Some(service) = clear.service_id else {
-                return Err(UsageError::ClearMode(
-                    "a load-balanced pool is cleared per service id",
-                ));
-            };
-            self.clear_service(service, clear.interrupt_in_use);
-            return Ok(());
-        }
-        if clear.service_id.is_some() {
-            return Err(UsageError::ClearMode(
-                "only a load-balanced pool is cleared per service id",
-            ));
-        }
-        // A clear by the user (or its SDAM) takes over from auto-ready.
-        self.backoff.auto_ready_at = None;
-        self.clear(ClearCause::Cleared(clear.cause), clear.interrupt_in_use);
-        Ok(())
-    }
-
-    /// Resets the pool in a forked child (spec: "Forking"): the pool clears
-    /// itself, interrupting what it lent out, and closes every connection it
-    /// holds, since their sockets belong to the parent too.
-    pub fn handle_reset_after_fork(&mut self, now: Instant) {
-        record!(self.record_input(now, || crate::recorder::Input::ResetAfterFork));
-        self.advance(now);
-        self.backoff.auto_ready_at = None;
-        self.clear(ClearCause::Forked, true);
-        for available in self.conns.extract_available(|_| true) {
-            self.close(&available.meta, available.conn, ClosedReason::Stale, None);
-        }
-    }
-
-    /// Marks the pool ready (spec: "Marking a Connection Pool as Ready").
-    /// Ready already: nothing happens. Closed: an error.
-    ///
-    /// # Errors
-    ///
-    /// [`UsageError::PoolClosed`] once the pool is closed.
-    pub fn handle_ready(&mut self, now: Instant) -> Result<(), UsageError> {
-        record!(self.record_input(now, || crate::recorder::Input::Ready));
-        self.advance(now);
-        match self.state {
-            PoolState::Ready => Ok(()),
-            PoolState::Closed => Err(UsageError::PoolClosed),
-            PoolState::Paused => {
-                self.backoff.auto_ready_at = None;
-                self.mark_ready();
-                Ok(())
-            }
-        }
-    }
-
-    /// Closes the pool (spec: "Closing a Connection Pool"): available
-    /// connections are closed, pending ones abandoned, queued checkouts
-    /// fail with `PoolClosedError`; in-use ones close when checked in.
-    /// Closing twice does nothing.
-    pub fn handle_close(&mut self, now: Instant) {
-        record!(self.record_input(now, || crate::recorder::Input::Close));
-        self.advance(now);
-        if self.state == PoolState::Closed {
-            return;
-        }
-        self.state = PoolState::Closed;
-        self.next_run = None;
-        self.backoff.auto_ready_at = None;
-        for available in self.conns.extract_available(|_| true) {
-            self.close(&available.meta, available.conn, ClosedReason::PoolClosed, None);
-        }
-        for (id, _) in self.conns.extract_pending(|_| true) {
-            self.closed_event(id, None, ClosedReason::PoolClosed, None);
-            self.push_action(Action::AbortEstablish { id });
-        }
-        while let Some((id, waiter)) = self.queue.pop_front() {
-            self.fail(id, waiter.started_at, self.pool_closed_error());
-        }
-        self.emit(|p| Event::PoolClosed {
-            address: p.address.clone(),
-        });
-    }
-
-    /// Withdraws a queued checkout whose caller went away. It ends without
-    /// an outcome. If it was already served (its `Deliver` is in flight),
-    /// this is `UnknownWaiter` and the caller must check the connection in.
-    ///
-    /// # Errors
-    ///
-    /// [`UsageError::UnknownWaiter`] when the checkout is no longer queued
-    /// (served, failed or cancelled): if its `Deliver` is in flight, the
-    /// caller checks that connection in.
-    pub fn handle_cancel(&mut self, now: Instant, waiter: WaiterId) -> Result<(), UsageError> {
-        record!(self.record_input(now, || crate::recorder::Input::Cancel(waiter)));
-        self.advance(now);
-        let Some(queued) = self.queue.remove(waiter) else {
-            return Err(UsageError::UnknownWaiter(waiter));
-        };
-        self.stats.requests_cancelled += 1;
-        self.forget_request_of(&queued);
-        Ok(())
     }
 
     /// Lets time pass: expires checkouts, runs background work that is due,
@@ -709,59 +445,6 @@ impl<C> Pool<C> {
         }
     }
 
-    /// `advance` for an input that reports connection `id`'s result: a
-    /// checkout that expires now must not abandon the connection that has
-    /// just arrived.
-    fn advance_with_result_of(&mut self, now: Instant, id: ConnectionId) {
-        self.arriving = Some(id);
-        self.advance(now);
-        self.arriving = None;
-    }
-
-    /// The rest of `advance`, when someone is queued or a backoff runs;
-    /// kept out of line so that `advance` itself is inlined.
-    #[inline(never)]
-    fn expire_and_resume(&mut self) {
-        while let Some((id, waiter)) = self.queue.pop_expired(self.now) {
-            self.forget_request_of(&waiter);
-            self.time_out(id, waiter.started_at);
-            self.abandon_unneeded(waiter.requested);
-        }
-        // A reconnect backoff that ended since the last input lets the queue
-        // ask for connections again at once, as a timer at its end would
-        // have; every input, not only `handle_timeout`, may be the first to
-        // see it.
-        if self.backoff.is_active() {
-            let was_waiting = self.backoff.not_before_waiting.is_some();
-            let was_populating = self.backoff.not_before.is_some();
-            self.backoff.expire(self.now);
-            if was_waiting && self.backoff.not_before_waiting.is_none() {
-                self.start_connections_for_queue();
-            }
-            if was_populating && self.backoff.not_before.is_none() && self.state == PoolState::Ready {
-                self.populate();
-            }
-        }
-    }
-
-    /// A connection being established for a checkout that just timed out
-    /// is abandoned unless another waiter or minPoolSize needs it: a
-    /// connect never outlives the deadline of the checkout that asked for
-    /// it for nothing. Closed with reason `error`; the pool is not cleared.
-    fn abandon_unneeded(&mut self, requested: Option<ConnectionId>) {
-        let Some(id) = requested.filter(|&id| Some(id) != self.arriving) else {
-            return;
-        };
-        let needed = self.queue.len() >= self.conns.pending_len()
-            || self.conns.total() <= self.options.min_pool_size as usize;
-        if needed || self.conns.remove_pending(id).is_none() {
-            return;
-        }
-        self.stats.connections_abandoned += 1;
-        self.closed_event(id, None, ClosedReason::Error, None);
-        self.push_action(Action::AbortEstablish { id });
-    }
-
     pub(crate) fn since(&self, then: Instant) -> Duration {
         // Most checkouts are served in the input that started them: a
         // comparison spares them the subtraction.
@@ -771,82 +454,9 @@ impl<C> Pool<C> {
         self.now.saturating_duration_since(then)
     }
 
-    pub(crate) fn mark_ready(&mut self) {
-        self.state = PoolState::Ready;
-        self.emit(|p| Event::PoolReady {
-            address: p.address.clone(),
-        });
-        // The PoolReady event comes first; population starts in the run.
-        self.schedule_run_now();
-    }
-
-    /// Serves queued checkouts in arrival order from available connections,
-    /// then starts as many connections as the remaining ones need.
-    pub(crate) fn serve_queue(&mut self) {
-        if self.state != PoolState::Ready {
-            return;
-        }
-        while !self.queue.is_empty() {
-            let Some(available) = self.take_available() else {
-                break;
-            };
-            let Some((id, waiter)) = self.queue.pop_front() else {
-                break;
-            };
-            self.forget_request_of(&waiter);
-            self.deliver(id, waiter.started_at, available);
-        }
-        self.start_connections_for_queue();
-    }
-
-    /// Spec: create a connection when none is available, total <
-    /// maxPoolSize and pending < maxConnecting; every pending connection
-    /// will serve the queue head when ready, so only the excess of waiters
-    /// over pending connections asks for more.
-    fn start_connections_for_queue(&mut self) {
-        while self.queue.len() > self.conns.pending_len() && self.can_start_connection(true) {
-            let requester = self.queue.first_without_request_mut().map(|(id, _)| id);
-            let id = self.start_connection(requester);
-            if let Some(waiter) = requester.and_then(|w| self.queue.get_mut(w)) {
-                waiter.requested = Some(id);
-            }
-        }
-    }
-
-    /// Whether a connection may be started now, for waiting checkouts
-    /// (`for_waiters`) or for minPoolSize: ready, under maxPoolSize and
-    /// maxConnecting, and past the reconnect backoff that applies.
-    pub(crate) fn can_start_connection(&self, for_waiters: bool) -> bool {
-        let o = &self.options;
-        self.state == PoolState::Ready
-            && (!o.is_capped() || self.conns.total() < o.max_pool_size as usize)
-            && self.conns.pending_len() < o.max_connecting as usize
-            && self.backoff.hold_until(for_waiters).is_none_or(|t| t <= self.now)
-    }
-
-    /// Spec: "Creating a Connection".
-    pub(crate) fn start_connection(&mut self, requester: Option<WaiterId>) -> ConnectionId {
-        let id = ConnectionId(self.next_connection_id);
-        self.next_connection_id += 1;
-        self.conns.insert_pending(
-            id,
-            Pending {
-                created_at: self.now,
-                generation: self.generation,
-                requester,
-            },
-        );
-        self.emit(|p| Event::ConnectionCreated {
-            address: p.address.clone(),
-            connection_id: id,
-        });
-        self.push_action(Action::Establish { id });
-        id
-    }
-
     /// Spec: iterate the available connections, closing perished ones,
     /// until a good one is found.
-    fn take_available(&mut self) -> Option<Available<C>> {
+    pub(crate) fn take_available(&mut self) -> Option<Available<C>> {
         while let Some(available) = self.conns.pop_available() {
             match self.perished(&available.meta, true) {
                 Some(reason) => self.close(&available.meta, available.conn, reason, None),
@@ -870,7 +480,7 @@ impl<C> Pool<C> {
         }
     }
 
-    fn deliver(&mut self, waiter: WaiterId, started_at: Instant, available: Available<C>) {
+    pub(crate) fn deliver(&mut self, waiter: WaiterId, started_at: Instant, available: Available<C>) {
         let connection = self.hand_out(started_at, available);
         self.push_action(Action::Deliver { waiter, connection });
     }
@@ -894,35 +504,6 @@ impl<C> Pool<C> {
             duration,
         });
         Pooled { meta, conn }
-    }
-
-    pub(crate) fn fail(&mut self, waiter: WaiterId, started_at: Instant, error: CheckOutError) {
-        self.stats.requests_failed += 1;
-        let duration = self.since(started_at);
-        self.emit(|p| Event::ConnectionCheckOutFailed {
-            address: p.address.clone(),
-            reason: CheckOutFailedReason::of(&error),
-            error: Box::new(error.clone()),
-            duration,
-        });
-        self.push_action(Action::Fail { waiter, error });
-    }
-
-    fn time_out(&mut self, waiter: WaiterId, started_at: Instant) {
-        self.stats.requests_timed_out += 1;
-        let mut status = self.status();
-        // The queue no longer holds it, but it was waiting.
-        status.waiting += 1;
-        let error = CheckOutError::WaitQueueTimeout {
-            address: self.address.clone(),
-            context: Box::new(TimeoutContext {
-                waited: self.since(started_at),
-                max_pool_size: self.options.max_pool_size,
-                status,
-                last_error: self.backoff.last_error.clone(),
-            }),
-        };
-        self.fail(waiter, started_at, error);
     }
 
     /// Spec: "Closing a Connection" of a connection the pool holds.
@@ -956,7 +537,7 @@ impl<C> Pool<C> {
     }
 
     /// The I/O half of closing, left to the driver.
-    fn dispose(&mut self, id: ConnectionId, connection: C, reason: ClosedReason) {
+    pub(crate) fn dispose(&mut self, id: ConnectionId, connection: C, reason: ClosedReason) {
         self.push_action(Action::Close {
             id,
             connection,
@@ -981,128 +562,5 @@ impl<C> Pool<C> {
         self.conns
             .take_in_use(meta.slot, meta.id)
             .expect("a checked-out connection of this pool is in its in-use table")
-    }
-
-    fn forget_request_of(&mut self, waiter: &Waiter) {
-        if let Some(id) = waiter.requested {
-            if let Some(pending) = self.conns.pending_mut(id) {
-                pending.requester = None;
-            }
-        }
-    }
-
-    fn forget_request(&mut self, requester: Option<WaiterId>) {
-        if let Some(waiter) = requester.and_then(|w| self.queue.get_mut(w)) {
-            waiter.requested = None;
-        }
-    }
-
-    /// A result for a connection that is no longer pending: one the pool
-    /// abandoned (its Closed event is out; the connection is disposed of),
-    /// or an id it never issued (misuse).
-    fn late_result(&mut self, id: ConnectionId, conn: Option<C>) -> Result<(), UsageError> {
-        if id.0 == 0 || id.0 >= self.next_connection_id {
-            return Err(UsageError::UnknownConnection(id));
-        }
-        if let Some(connection) = conn {
-            let reason = match self.state {
-                PoolState::Closed => ClosedReason::PoolClosed,
-                _ => ClosedReason::Stale,
-            };
-            self.dispose(id, connection, reason);
-        }
-        Ok(())
-    }
-
-    /// Non-load-balanced clear: bump the generation, pause, interrupt if
-    /// asked, and evict the wait queue eagerly.
-    pub(crate) fn clear(&mut self, cause: ClearCause, interrupt_in_use: bool) {
-        if self.state == PoolState::Closed {
-            return;
-        }
-        let cleared = self.generation;
-        self.generation = self.generation.wrapping_add(1);
-        let was_paused = self.state == PoolState::Paused;
-        self.state = PoolState::Paused;
-        self.clear_cause = cause;
-        // Spec: no PoolCleared event when already paused; the generation
-        // still moves.
-        if !was_paused {
-            self.emit(|p| Event::PoolCleared {
-                address: p.address.clone(),
-                service_id: None,
-                interrupt_in_use_connections: interrupt_in_use,
-            });
-        }
-        if interrupt_in_use {
-            self.interrupt(|e| e.generation <= cleared, |p| p.generation <= cleared);
-        }
-        while let Some((id, waiter)) = self.queue.pop_front() {
-            self.forget_request_of(&waiter);
-            self.fail(id, waiter.started_at, self.pool_cleared_error());
-        }
-        self.schedule_run_now();
-    }
-
-    /// Load-balanced clear: only the service's generation moves; the pool
-    /// stays ready and its queue stays (spec: "Clearing a load balanced
-    /// pool").
-    fn clear_service(&mut self, service: ServiceId, interrupt_in_use: bool) {
-        if self.state == PoolState::Closed {
-            return;
-        }
-        let cleared = self.services.get_mut(&service).map(|entry| {
-            entry.generation = entry.generation.wrapping_add(1);
-            entry.generation.wrapping_sub(1)
-        });
-        self.emit(|p| Event::PoolCleared {
-            address: p.address.clone(),
-            service_id: Some(service),
-            interrupt_in_use_connections: interrupt_in_use,
-        });
-        if let (true, Some(cleared)) = (interrupt_in_use, cleared) {
-            self.interrupt(
-                |e| e.service_id == Some(service) && e.generation <= cleared,
-                |_| false,
-            );
-        }
-        self.schedule_run_now();
-        self.serve_queue();
-    }
-
-    /// Spec: interrupt in-use connections of the cleared generation (they
-    /// count as closed now) and abandon pending ones.
-    fn interrupt(&mut self, in_use: impl FnMut(&InUse) -> bool, pending: impl FnMut(&Pending) -> bool) {
-        for entry in self.conns.interrupt_in_use(in_use) {
-            self.stats.connections_lost += 1;
-            self.closed_event(entry.id, entry.service_id, ClosedReason::Stale, None);
-            self.push_action(Action::Interrupt { id: entry.id });
-        }
-        for (id, abandoned) in self.conns.extract_pending(pending) {
-            self.forget_request(abandoned.requester);
-            self.closed_event(id, None, ClosedReason::Stale, None);
-            self.push_action(Action::AbortEstablish { id });
-        }
-    }
-
-    fn pool_closed_error(&self) -> CheckOutError {
-        CheckOutError::PoolClosed {
-            address: self.address.clone(),
-        }
-    }
-
-    fn pool_cleared_error(&self) -> CheckOutError {
-        CheckOutError::PoolCleared {
-            address: self.address.clone(),
-            cause: self.clear_cause.clone(),
-        }
-    }
-
-    /// The instant a connection created at `created_at` reaches its end of
-    /// life, shortened by up to `jitter` of the lifetime at random.
-    fn lifetime_end(&mut self, created_at: Instant) -> Option<Instant> {
-        let lifetime = self.options.max_lifetime?;
-        let shorten = self.options.lifetime_jitter * self.rng.next_f64();
-        created_at.checked_add(lifetime.mul_f64(1.0 - shorten))
     }
 }

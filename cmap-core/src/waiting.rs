@@ -1,0 +1,171 @@
+//! Queued checkouts (spec: "Checking Out a Connection", the wait queue's
+//! part): serving the queue in arrival order, handing a checked-in
+//! connection to the oldest waiter, starting connections for those still
+//! waiting, expiring and failing checkouts, and cancelling one whose
+//! caller went away. The queue itself, plain data, is `wait_queue.rs`.
+
+use std::time::Instant;
+
+use crate::connection::{ConnectionId, WaiterId};
+use crate::connection_set::Available;
+use crate::error::{CheckOutError, TimeoutContext, UsageError};
+use crate::event::{CheckOutFailedReason, ClosedReason, Event};
+use crate::output::Action;
+use crate::pool::{Pool, PoolState};
+use crate::wait_queue::Waiter;
+
+impl<C> Pool<C> {
+    /// Withdraws a queued checkout whose caller went away. It ends without
+    /// an outcome. If it was already served (its `Deliver` is in flight),
+    /// this is `UnknownWaiter` and the caller must check the connection in.
+    ///
+    /// # Errors
+    ///
+    /// [`UsageError::UnknownWaiter`] when the checkout is no longer queued
+    /// (served, failed or cancelled): if its `Deliver` is in flight, the
+    /// caller checks that connection in.
+    pub fn handle_cancel(&mut self, now: Instant, waiter: WaiterId) -> Result<(), UsageError> {
+        record!(self.record_input(now, || crate::recorder::Input::Cancel(waiter)));
+        self.advance(now);
+        let Some(queued) = self.queue.remove(waiter) else {
+            return Err(UsageError::UnknownWaiter(waiter));
+        };
+        self.stats.requests_cancelled += 1;
+        self.forget_request_of(&queued);
+        Ok(())
+    }
+
+    /// A connection just checked in and judged fit, while checkouts wait:
+    /// the oldest waiter gets it. The same as making it available and
+    /// serving the queue (the available stack is last in, first out, so
+    /// that serves this very connection first), without the push, the pop
+    /// and a second perish check.
+    pub(crate) fn hand_to_queue(&mut self, available: Available<C>) {
+        let Some((id, waiter)) = self.queue.pop_front() else {
+            return self.conns.push_available(available);
+        };
+        self.forget_request_of(&waiter);
+        self.deliver(id, waiter.started_at, available);
+        self.serve_queue();
+    }
+
+    /// The rest of `advance`, when someone is queued or a backoff runs;
+    /// kept out of line so that `advance` itself is inlined.
+    #[inline(never)]
+    pub(crate) fn expire_and_resume(&mut self) {
+        while let Some((id, waiter)) = self.queue.pop_expired(self.now) {
+            self.forget_request_of(&waiter);
+            self.time_out(id, waiter.started_at);
+            self.abandon_unneeded(waiter.requested);
+        }
+        // A reconnect backoff that ended since the last input lets the queue
+        // ask for connections again at once, as a timer at its end would
+        // have; every input, not only `handle_timeout`, may be the first to
+        // see it.
+        if self.backoff.is_active() {
+            let was_waiting = self.backoff.not_before_waiting.is_some();
+            let was_populating = self.backoff.not_before.is_some();
+            self.backoff.expire(self.now);
+            if was_waiting && self.backoff.not_before_waiting.is_none() {
+                self.start_connections_for_queue();
+            }
+            if was_populating && self.backoff.not_before.is_none() && self.state == PoolState::Ready {
+                self.populate();
+            }
+        }
+    }
+
+    /// A connection being established for a checkout that just timed out
+    /// is abandoned unless another waiter or minPoolSize needs it: a
+    /// connect never outlives the deadline of the checkout that asked for
+    /// it for nothing. Closed with reason `error`; the pool is not cleared.
+    fn abandon_unneeded(&mut self, requested: Option<ConnectionId>) {
+        let Some(id) = requested.filter(|&id| Some(id) != self.arriving) else {
+            return;
+        };
+        let needed = self.queue.len() >= self.conns.pending_len()
+            || self.conns.total() <= self.options.min_pool_size as usize;
+        if needed || self.conns.remove_pending(id).is_none() {
+            return;
+        }
+        self.stats.connections_abandoned += 1;
+        self.closed_event(id, None, ClosedReason::Error, None);
+        self.push_action(Action::AbortEstablish { id });
+    }
+
+    /// Serves queued checkouts in arrival order from available connections,
+    /// then starts as many connections as the remaining ones need.
+    pub(crate) fn serve_queue(&mut self) {
+        if self.state != PoolState::Ready {
+            return;
+        }
+        while !self.queue.is_empty() {
+            let Some(available) = self.take_available() else {
+                break;
+            };
+            let Some((id, waiter)) = self.queue.pop_front() else {
+                break;
+            };
+            self.forget_request_of(&waiter);
+            self.deliver(id, waiter.started_at, available);
+        }
+        self.start_connections_for_queue();
+    }
+
+    /// Spec: create a connection when none is available, total <
+    /// maxPoolSize and pending < maxConnecting; every pending connection
+    /// will serve the queue head when ready, so only the excess of waiters
+    /// over pending connections asks for more.
+    fn start_connections_for_queue(&mut self) {
+        while self.queue.len() > self.conns.pending_len() && self.can_start_connection(true) {
+            let requester = self.queue.first_without_request_mut().map(|(id, _)| id);
+            let id = self.start_connection(requester);
+            if let Some(waiter) = requester.and_then(|w| self.queue.get_mut(w)) {
+                waiter.requested = Some(id);
+            }
+        }
+    }
+
+    pub(crate) fn fail(&mut self, waiter: WaiterId, started_at: Instant, error: CheckOutError) {
+        self.stats.requests_failed += 1;
+        let duration = self.since(started_at);
+        self.emit(|p| Event::ConnectionCheckOutFailed {
+            address: p.address.clone(),
+            reason: CheckOutFailedReason::of(&error),
+            error: Box::new(error.clone()),
+            duration,
+        });
+        self.push_action(Action::Fail { waiter, error });
+    }
+
+    pub(crate) fn time_out(&mut self, waiter: WaiterId, started_at: Instant) {
+        self.stats.requests_timed_out += 1;
+        let mut status = self.status();
+        // The queue no longer holds it, but it was waiting.
+        status.waiting += 1;
+        let error = CheckOutError::WaitQueueTimeout {
+            address: self.address.clone(),
+            context: Box::new(TimeoutContext {
+                waited: self.since(started_at),
+                max_pool_size: self.options.max_pool_size,
+                status,
+                last_error: self.backoff.last_error.clone(),
+            }),
+        };
+        self.fail(waiter, started_at, error);
+    }
+
+    pub(crate) fn forget_request_of(&mut self, waiter: &Waiter) {
+        if let Some(id) = waiter.requested {
+            if let Some(pending) = self.conns.pending_mut(id) {
+                pending.requester = None;
+            }
+        }
+    }
+
+    pub(crate) fn forget_request(&mut self, requester: Option<WaiterId>) {
+        if let Some(waiter) = requester.and_then(|w| self.queue.get_mut(w)) {
+            waiter.requested = None;
+        }
+    }
+}
