@@ -28,7 +28,7 @@ use crate::error::GetError;
 use crate::manager::ManageConnection;
 use crate::panics::Hook;
 use crate::runtime::Runtime;
-use crate::shared::Shared;
+use crate::shared::{Locked, Shared};
 use crate::util::{race_lazy, Either};
 
 enum State<C> {
@@ -79,52 +79,42 @@ impl<M: ManageConnection, R: Runtime> Future for Checkout<'_, M, R> {
             State::Start => {
                 // Made outside the lock when this checkout will likely wait
                 // (dropped unused if it does not).
-                let mut spare = shared.likely_to_wait().then(|| new_slot(cx));
+                let spare = shared.likely_to_wait().then(|| new_slot(cx));
                 let read = shared.read_clock();
-                let mut deferred = Deferred::default();
-                let mut own = OwnCheckout::default();
-                let queued = {
-                    let mut inner = shared.lock();
-                    let read = shared.begin(&mut inner, read, true);
-                    let now = read.at;
-                    let deadline = self.limit.deadline(read);
-                    self.limit = Limit::Until(deadline);
-                    self.issued_before = inner.last_issued;
-                    let id = match inner.core.handle_check_out_direct(now, deadline) {
-                        CheckOut::Ready(connection) => match shared.settle(inner) {
-                            // Served, and nothing else to do: the common
-                            // checkout ends here.
-                            Ok(()) => {
-                                self.state = State::Done;
-                                return Poll::Ready(Ok(connection));
+                let mut inner = shared.lock();
+                let read = shared.begin(&mut inner, read, true);
+                let now = read.at;
+                let deadline = self.limit.deadline(read);
+                self.limit = Limit::Until(deadline);
+                self.issued_before = inner.last_issued;
+                let own = match inner.core.handle_check_out_direct(now, deadline) {
+                    CheckOut::Ready(connection) => match shared.settle(inner) {
+                        // Served, and nothing else to do: the common
+                        // checkout ends here.
+                        Ok(()) => {
+                            self.state = State::Done;
+                            return Poll::Ready(Ok(connection));
+                        }
+                        Err(locked) => {
+                            inner = locked;
+                            OwnCheckout {
+                                id: None,
+                                outcome: Some(Ok(connection)),
                             }
-                            Err(locked) => {
-                                inner = locked;
-                                own.outcome = Some(Ok(connection));
-                                None
-                            }
-                        },
-                        CheckOut::Later(id) => Some(id),
-                    };
-                    // Served at once, or completed among this input's own
-                    // outputs: no slot. Otherwise it waits in one.
-                    own.id = id;
-                    shared.finish(&mut inner, now, &mut deferred, &mut own, usize::MAX);
-                    id.filter(|_| own.outcome.is_none()).map(|id| {
-                        let slot = spare.take().unwrap_or_else(|| new_slot(cx));
-                        inner.waiters.insert(id, slot.clone());
-                        (id, slot)
-                    })
+                        }
+                    },
+                    CheckOut::Later(id) => OwnCheckout {
+                        id: Some(id),
+                        outcome: None,
+                    },
                 };
-                shared.perform(deferred);
-                match own.outcome {
-                    Some(outcome) => {
+                match shared.start_cycle(inner, now, own, spare, cx) {
+                    Ok(outcome) => {
                         self.state = State::Done;
                         Poll::Ready(outcome)
                     }
-                    None => {
-                        let (id, slot) = queued.expect("a checkout not served at once has a slot");
-                        self.state = State::Queued(id, slot);
+                    Err(queued) => {
+                        self.state = State::Queued(queued.0, queued.1);
                         Poll::Pending
                     }
                 }
@@ -181,6 +171,37 @@ impl<M: ManageConnection, R: Runtime> Drop for Checkout<'_, M, R> {
                 // Otherwise an input completed it since: finding the slot
                 // taken, it checks the connection back in.
             }),
+        }
+    }
+}
+
+impl<M: ManageConnection, R: Runtime> Shared<M, R> {
+    /// The rest of a checkout's first input when it left more than its own
+    /// connection (`own`): the full cycle (drain, unlock, perform). Returns
+    /// the checkout's outcome if this input decided it, else the waiter it
+    /// is queued as and its slot (`spare` if one was made before the lock).
+    fn start_cycle(
+        &self,
+        mut inner: Locked<'_, M::Connection>,
+        now: Instant,
+        mut own: OwnCheckout<M::Connection>,
+        spare: Option<SharedSlot<M::Connection>>,
+        cx: &Context<'_>,
+    ) -> Result<Result<Pooled<M::Connection>, CheckOutError>, (WaiterId, SharedSlot<M::Connection>)> {
+        let mut deferred = Deferred::default();
+        self.finish(&mut inner, now, &mut deferred, &mut own, usize::MAX);
+        // Completed among this input's own outputs: no slot. Otherwise it
+        // waits in one.
+        let queued = own.id.filter(|_| own.outcome.is_none()).map(|id| {
+            let slot = spare.unwrap_or_else(|| new_slot(cx));
+            inner.waiters.insert(id, slot.clone());
+            (id, slot)
+        });
+        drop(inner);
+        self.perform(deferred);
+        match own.outcome {
+            Some(outcome) => Ok(outcome),
+            None => Err(queued.expect("a checkout not served at once has a slot")),
         }
     }
 }
