@@ -8,15 +8,14 @@ use std::time::{Duration, Instant};
 
 use cmap_async::{GetError, PoolState, Runtime};
 
-use super::runtimes;
+use super::{pool_of, runtimes};
 use crate::rt::eventually;
 use crate::{builder, Names};
 
 /// A connection is checked out, checked in before `drop` returns, and
 /// reused.
 pub async fn check_out_check_in_and_reuse<R: Runtime + Default, T: Runtime + Default>() {
-    let (m, _t) = runtimes::<R, T>();
-    let pool = builder().max_pool_size(2).build(m.clone()).unwrap();
+    let (_, _t, pool) = pool_of::<R, T>(2);
     let c = pool.get().await.unwrap();
     assert_eq!(c.n, 1);
     assert_eq!(c.connection_id().0, 1);
@@ -37,8 +36,7 @@ pub async fn check_out_check_in_and_reuse<R: Runtime + Default, T: Runtime + Def
 
 /// Marked broken, or found broken by the manager, a connection is closed.
 pub async fn broken_connections_are_closed_not_pooled<R: Runtime + Default, T: Runtime + Default>() {
-    let (m, t) = runtimes::<R, T>();
-    let pool = builder().max_pool_size(3).build(m.clone()).unwrap();
+    let (m, t, pool) = pool_of::<R, T>(3);
     let mut a = pool.get().await.unwrap();
     a.mark_broken();
     drop(a);
@@ -53,8 +51,7 @@ pub async fn broken_connections_are_closed_not_pooled<R: Runtime + Default, T: R
 
 /// `detach` takes the connection out of the pool for good.
 pub async fn detach_takes_the_connection_out_of_the_pool<R: Runtime + Default, T: Runtime + Default>() {
-    let (m, _t) = runtimes::<R, T>();
-    let pool = builder().max_pool_size(1).build(m.clone()).unwrap();
+    let (m, _t, pool) = pool_of::<R, T>(1);
     let names = Names::default();
     let _sub = pool.on_event(names.callback());
     let c = pool.get().await.unwrap();
@@ -93,8 +90,7 @@ pub async fn a_failed_check_discards_the_idle_connection_and_tries_another<
     R: Runtime + Default,
     T: Runtime + Default,
 >() {
-    let (m, _t) = runtimes::<R, T>();
-    let pool = builder().max_pool_size(2).build(m.clone()).unwrap();
+    let (m, _t, pool) = pool_of::<R, T>(2);
     drop(pool.get().await.unwrap()); // one idle connection
     m.check_fails.store(true, Ordering::SeqCst);
     // The idle one fails its check and is closed; the new one fails too,
@@ -114,8 +110,7 @@ pub async fn a_get_dropped_during_its_check_closes_the_connection<
     R: Runtime + Default,
     T: Runtime + Default,
 >() {
-    let (m, t) = runtimes::<R, T>();
-    let pool = builder().max_pool_size(1).build(m.clone()).unwrap();
+    let (m, t, pool) = pool_of::<R, T>(1);
     drop(pool.get().await.unwrap()); // one idle connection
     m.check_us.store(60_000_000, Ordering::SeqCst);
     let mut get = Box::pin(pool.get());

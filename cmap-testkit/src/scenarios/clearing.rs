@@ -6,15 +6,14 @@ use std::time::{Duration, Instant};
 
 use cmap_async::{CheckOutError, GetError, PoolState, Runtime};
 
-use super::{give_back_unreset, runtimes};
+use super::{give_back_unreset, pool_of, runtimes};
 use crate::rt::{eventually, sleep, spawn, timeout};
 use crate::{builder, Names};
 
 /// A clear fails the queued checkouts (retryable), pauses the pool, and
 /// closes the stale connection when it comes back.
 pub async fn clear_fails_waiters_and_closes_stale_connections<R: Runtime + Default, T: Runtime + Default>() {
-    let (m, t) = runtimes::<R, T>();
-    let pool = builder().max_pool_size(1).build(m.clone()).unwrap();
+    let (m, t, pool) = pool_of::<R, T>(1);
     let names = Names::default();
     let _sub = pool.on_event(names.callback());
     let held = pool.get().await.unwrap();
@@ -47,8 +46,7 @@ pub async fn interrupted_future_resolves_on_an_interrupting_clear<
     R: Runtime + Default,
     T: Runtime + Default,
 >() {
-    let (m, t) = runtimes::<R, T>();
-    let pool = builder().max_pool_size(2).build(m.clone()).unwrap();
+    let (m, t, pool) = pool_of::<R, T>(2);
     let conn = pool.get().await.unwrap();
     let other = pool.get().await.unwrap();
     drop(other); // idle: not interrupted, closed as stale

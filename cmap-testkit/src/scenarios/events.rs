@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use cmap_async::Runtime;
 
-use super::runtimes;
+use super::{pool_of, runtimes};
 use crate::rt::{next, timeout};
 use crate::{builder, Names};
 
@@ -75,8 +75,7 @@ pub async fn the_event_stream_ends_when_the_pool_is_gone<R: Runtime + Default, T
 /// streams alike (deliveries keep a snapshot of the subscribers: it must
 /// follow every change).
 pub async fn subscribing_and_unsubscribing_take_effect_at_once<R: Runtime + Default, T: Runtime + Default>() {
-    let (m, _t) = runtimes::<R, T>();
-    let pool = builder().max_pool_size(1).build(m).unwrap();
+    let (_, _t, pool) = pool_of::<R, T>(1);
     let cycle = || async { drop(pool.get().await.unwrap()) };
     const ONE_CYCLE: [&str; 3] = [
         "ConnectionCheckOutStarted",

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use cmap_async::{BuildError, CheckOutError, GetError, Pool, PoolState, Runtime};
 
-use super::runtimes;
+use super::{pool_of, runtimes};
 use crate::rt::{eventually, spawn};
 use crate::{builder, Fake};
 
@@ -15,8 +15,7 @@ pub async fn close_fails_waiters_closes_idle_and_returned_connections<
     R: Runtime + Default,
     T: Runtime + Default,
 >() {
-    let (m, t) = runtimes::<R, T>();
-    let pool = builder().max_pool_size(2).build(m.clone()).unwrap();
+    let (m, t, pool) = pool_of::<R, T>(2);
     let a = pool.get().await.unwrap();
     let b = pool.get().await.unwrap();
     drop(b); // idle

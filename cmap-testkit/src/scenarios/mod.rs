@@ -29,7 +29,7 @@ use std::sync::atomic::Ordering;
 
 use cmap_async::{PooledConnection, Runtime};
 
-use crate::Fake;
+use crate::{builder, Fake, FakePool};
 
 mod callbacks;
 mod checkout;
@@ -54,6 +54,15 @@ pub use crate::panic_safety::*;
 /// Both runtimes of a scenario, made where it starts (inside the runtime).
 pub(crate) fn runtimes<R: Default, T: Default>() -> (Fake<R>, T) {
     (Fake::default(), T::default())
+}
+
+/// A scenario's runtimes and a pool of at most `max_pool_size` connections
+/// on its fake manager, which is returned too, to turn its knobs and count
+/// its connections.
+pub(crate) fn pool_of<R: Runtime + Default, T: Default>(max_pool_size: u32) -> (Fake<R>, T, FakePool<R>) {
+    let (m, t) = runtimes::<R, T>();
+    let pool = builder().max_pool_size(max_pool_size).build(m.clone()).unwrap();
+    (m, t, pool)
 }
 
 /// Drops `conn`, a connection the pool interrupted, and checks that the

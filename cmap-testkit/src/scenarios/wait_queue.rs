@@ -7,14 +7,13 @@ use std::time::{Duration, Instant};
 
 use cmap_async::Runtime;
 
-use super::runtimes;
+use super::{pool_of, runtimes};
 use crate::rt::{eventually, sleep, spawn, FrozenCoarse};
 use crate::{builder, Fake};
 
 /// A queued checkout gets the connection given back.
 pub async fn a_waiter_gets_the_connection_given_back<R: Runtime + Default, T: Runtime + Default>() {
-    let (m, t) = runtimes::<R, T>();
-    let pool = builder().max_pool_size(1).build(m).unwrap();
+    let (_, t, pool) = pool_of::<R, T>(1);
     let held = pool.get().await.unwrap();
     let p = pool.clone();
     let waiter = spawn(&t, async move { p.get().await.map(|c| c.n) });
@@ -25,8 +24,7 @@ pub async fn a_waiter_gets_the_connection_given_back<R: Runtime + Default, T: Ru
 
 /// `get_timeout` fails neither early nor late.
 pub async fn get_timeout_fires_on_time<R: Runtime + Default, T: Runtime + Default>() {
-    let (m, _t) = runtimes::<R, T>();
-    let pool = builder().max_pool_size(1).build(m).unwrap();
+    let (_, _t, pool) = pool_of::<R, T>(1);
     let _held = pool.get().await.unwrap();
     for ms in [30u64, 80, 150] {
         let t0 = Instant::now();
@@ -103,8 +101,7 @@ pub async fn a_waited_checkout_is_timed_on_the_precise_clock<R: Runtime + Defaul
 
 /// The timer sleeps until a far deadline; a nearer one must wake it.
 pub async fn an_earlier_deadline_rearms_the_timer<R: Runtime + Default, T: Runtime + Default>() {
-    let (m, t) = runtimes::<R, T>();
-    let pool = builder().max_pool_size(1).build(m).unwrap();
+    let (_, t, pool) = pool_of::<R, T>(1);
     let _held = pool.get().await.unwrap();
     let _far = spawn(&t, pool.get_owned_timeout(Duration::from_secs(30)));
     eventually(&t, "queued", || pool.status().waiting == 1).await;
@@ -144,8 +141,7 @@ pub async fn a_zero_timeout_takes_an_available_connection_or_fails_at_once<
     R: Runtime + Default,
     T: Runtime + Default,
 >() {
-    let (m, _t) = runtimes::<R, T>();
-    let pool = builder().max_pool_size(1).build(m).unwrap();
+    let (_, _t, pool) = pool_of::<R, T>(1);
     drop(pool.get().await.unwrap());
     let held = pool
         .get_timeout(Duration::ZERO)
