@@ -1,7 +1,6 @@
 //! Clearing the pool: queued checkouts failed, stale connections closed,
 //! connections in use interrupted, and `reset_after_fork`'s clear.
 
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use cmap_async::{CheckOutError, GetError, PoolState, Runtime};
@@ -106,9 +105,7 @@ pub async fn reset_after_fork_clears_restarts_the_timer_and_leaks_old_connection
     let s = pool.status();
     assert_eq!((s.state, s.total, s.in_use), (PoolState::Ready, 0, 0));
     assert!(lent.is_interrupted());
-    let resets = m.resets.load(Ordering::SeqCst);
-    drop(lent);
-    assert_eq!(m.resets.load(Ordering::SeqCst), resets, "no reset");
+    give_back_unreset(&m, lent, "no reset");
     // Neither the idle one nor the lent one was dropped.
     sleep(&t, Duration::from_millis(20)).await;
     assert_eq!(m.alive(), 2, "the old connections are leaked, not closed");
