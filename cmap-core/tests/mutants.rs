@@ -11,7 +11,7 @@ use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
 use cmap_core::{Address, ClosedReason, ConnectionId, PoolOptions, ServiceId, WaiterId};
-use support::{fail_establish, Harness};
+use support::{fail_establish, suggestions, Harness};
 
 /// A pool without background runs: only the inputs of the test move it.
 fn quiet() -> cmap_core::PoolOptionsBuilder {
@@ -295,13 +295,8 @@ fn an_unknown_option_one_wrong_letter_off_suggests_the_option_meant() {
         "mongodb://db/?maxPoolSixe=3&minPoolSize=1&wTimeoitMS=5&TwimeoutMS=5",
     )
     .unwrap();
-    let unknown: Vec<_> = cs
-        .unknown_options()
-        .iter()
-        .map(|u| (u.name(), u.suggestion()))
-        .collect();
     assert_eq!(
-        unknown,
+        suggestions(&cs),
         [
             ("maxPoolSixe", Some("maxPoolSize")),
             ("wTimeoitMS", Some("wTimeoutMS")),
