@@ -207,6 +207,14 @@ pub fn events_table(pairs: &[EventPair]) -> String {
     out
 }
 
+/// What a subscriber costs on the event path: the geometric mean of the
+/// pairs' with ÷ without ratios, and the pair with the worst (lowest)
+/// one; `None` without pairs.
+fn event_cost(pairs: &[EventPair]) -> Option<(f64, &EventPair)> {
+    let worst = pairs.iter().min_by(|a, b| a.ratio.total_cmp(&b.ratio))?;
+    Some((geomean(pairs.iter().map(|p| p.ratio)), worst))
+}
+
 fn geomean(v: impl Iterator<Item = f64>) -> f64 {
     let (mut sum, mut n) = (0.0, 0);
     for x in v.filter(|x| x.is_finite() && *x > 0.0) {
@@ -409,13 +417,7 @@ fn verdicts(r: &Results) -> Vec<Verdict> {
             ),
         });
     }
-    if !r.events.is_empty() {
-        let g = geomean(r.events.iter().map(|p| p.ratio));
-        let worst = r
-            .events
-            .iter()
-            .min_by(|a, b| a.ratio.total_cmp(&b.ratio))
-            .expect("not empty");
+    if let Some((g, worst)) = event_cost(&r.events) {
         let below: Vec<String> = r
             .events
             .iter()
@@ -697,13 +699,7 @@ checkout; *request*: arrival → end of the use; percentiles over all rounds, a 
         out.push('\n');
     }
 
-    if !r.events.is_empty() {
-        let g = geomean(r.events.iter().map(|p| p.ratio));
-        let worst = r
-            .events
-            .iter()
-            .min_by(|a, b| a.ratio.total_cmp(&b.ratio))
-            .expect("not empty");
+    if let Some((g, worst)) = event_cost(&r.events) {
         let _ = writeln!(
             out,
             "### Event path\n\ncmap-tokio with a subscriber counting every event ÷ without one, \

@@ -3,7 +3,10 @@
 //! error only in strict mode, the limits of numbers, the default port, and
 //! that no error or warning quotes a password or any part of one.
 
+mod support;
+
 use cmap_core::{Address, ConnectionString, ConnectionStringError, OptionsError, PoolOptions, REDACTED};
+use support::suggestions;
 
 fn parse_err(uri: &str) -> ConnectionStringError {
     ConnectionString::parse(uri).expect_err(uri)
@@ -119,13 +122,8 @@ fn a_malformed_query_or_database_is_rejected() {
 #[test]
 fn an_unknown_option_names_the_nearest_known_one() {
     let cs = ConnectionString::parse("mongodb://db/?maxPoolSizee=3&tsl=true&zzzzzzzz=1").unwrap();
-    let unknown: Vec<_> = cs
-        .unknown_options()
-        .iter()
-        .map(|u| (u.name(), u.suggestion()))
-        .collect();
     assert_eq!(
-        unknown,
+        suggestions(&cs),
         [
             ("maxPoolSizee", Some("maxPoolSize")),
             ("tsl", Some("tls")),

@@ -261,23 +261,26 @@ fn read(text: &str) -> Recording {
     Recording::read_from(text.as_bytes()).unwrap()
 }
 
+/// What replaying the busy recording says once the first `from` in its
+/// file is replaced by `to` (which must change the file).
+fn replay_altered(from: &str, to: &str) -> ReplayError {
+    let text = write(&busy_recording());
+    let altered = text.replacen(from, to, 1);
+    assert_ne!(altered, text);
+    read(&altered).replay(origin()).unwrap_err()
+}
+
 #[test]
 fn an_altered_output_is_found() {
-    let text = write(&busy_recording());
-    let altered = text.replacen("ConnectionId(2)", "ConnectionId(9)", 1);
-    assert_ne!(altered, text);
-    let err = read(&altered).replay(origin()).unwrap_err();
+    let err = replay_altered("ConnectionId(2)", "ConnectionId(9)");
     assert!(matches!(err, ReplayError::Diverged { .. }), "{err}");
 }
 
 #[test]
 fn an_altered_input_is_found() {
-    let text = write(&busy_recording());
     // A connection checked in errored instead of healthy closes instead of
     // becoming available.
-    let altered = text.replacen("\"errored\":false", "\"errored\":true", 1);
-    assert_ne!(altered, text);
-    let err = read(&altered).replay(origin()).unwrap_err();
+    let err = replay_altered("\"errored\":false", "\"errored\":true");
     assert!(matches!(err, ReplayError::Diverged { .. }), "{err}");
 }
 

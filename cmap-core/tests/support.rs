@@ -57,6 +57,15 @@ pub fn fail_establish_with<C>(
     pool.handle_establish_failed(now, id, cmap_core::EstablishError::new(kind, io))
 }
 
+/// The unknown options of `cs` in the order they came, each by its name
+/// with the known option it suggests, if any.
+pub fn suggestions(cs: &cmap_core::ConnectionString) -> Vec<(&str, Option<&'static str>)> {
+    cs.unknown_options()
+        .iter()
+        .map(|u| (u.name(), u.suggestion()))
+        .collect()
+}
+
 #[allow(clippy::disallowed_methods)]
 pub fn origin() -> Instant {
     Instant::now()

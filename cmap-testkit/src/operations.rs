@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use cmap_async::{BuildError, CheckOutError, ConnectionId, GetError, Runtime};
 
 use crate::rt::{eventually, sleep, spawn};
-use crate::scenarios::{give_back_unreset, runtimes};
+use crate::scenarios::{give_back_unreset, pool_of, runtimes};
 use crate::{builder, Names};
 
 /// A running pool resized: growing serves a waiter at once, shrinking
@@ -62,8 +62,7 @@ pub async fn close_gracefully_waits_for_connections_in_use_then_forces_the_rest<
     R: Runtime + Default,
     T: Runtime + Default,
 >() {
-    let (m, t) = runtimes::<R, T>();
-    let pool = builder().max_pool_size(2).build(m.clone()).unwrap();
+    let (m, t, pool) = pool_of::<R, T>(2);
     let a = pool.get().await.unwrap();
     let b = pool.get().await.unwrap().into_owned();
     let p = pool.clone();
@@ -162,8 +161,7 @@ pub async fn wait_ready_waits_for_the_minimum_and_names_the_cause<
 /// `check_idle` checks every idle connection: the good ones go back, the
 /// ones that fail or outlast the timeout are closed.
 pub async fn check_idle_closes_the_idle_connections_that_fail<R: Runtime + Default, T: Runtime + Default>() {
-    let (m, t) = runtimes::<R, T>();
-    let pool = builder().max_pool_size(3).build(m.clone()).unwrap();
+    let (m, t, pool) = pool_of::<R, T>(3);
     let held: Vec<_> = [pool.get().await, pool.get().await, pool.get().await]
         .into_iter()
         .map(Result::unwrap)

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use crate::support::Harness;
-use crate::{failed_reasons, io_error, opts};
+use crate::{failed_reasons, io_error, one_connection_checked_in, opts};
 use cmap_core::{
     CheckOut, CheckOutError, CheckOutFailedReason, Clear, ClosedReason, EstablishFailure, PoolOptions,
     PoolState,
@@ -49,15 +49,7 @@ fn check_out_reuses_the_most_recently_returned_connection() {
 
 #[test]
 fn check_out_closes_idle_connections_it_meets_and_continues() {
-    let mut h = Harness::ready(
-        opts()
-            .max_idle_time(Duration::from_millis(10))
-            .maintenance_interval(None)
-            .build()
-            .unwrap(),
-    );
-    let a = h.take();
-    h.check_in(a);
+    let mut h = one_connection_checked_in(Duration::from_millis(10));
     h.now += Duration::from_millis(11);
     h.clear_events();
     let b = h.take();

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use crate::support::Harness;
-use crate::{failed_reasons, opts};
+use crate::{failed_reasons, one_connection_waiting_at_most, opts};
 use cmap_core::{
     CheckOutFailedReason, Clear, ClosedReason, Event, PoolOptions, PoolState, ServiceId, UsageError,
 };
@@ -34,13 +34,7 @@ fn clearing_a_paused_pool_emits_nothing_but_bumps_generation() {
 
 #[test]
 fn clear_fails_every_waiter_eagerly_with_a_retryable_error() {
-    let mut h = Harness::ready(
-        opts()
-            .max_pool_size(1)
-            .wait_queue_timeout(Duration::from_secs(30))
-            .build()
-            .unwrap(),
-    );
+    let mut h = one_connection_waiting_at_most(Duration::from_secs(30));
     let _held = h.take();
     let waiters: Vec<_> = (0..3).map(|_| h.check_out()).collect();
     h.pool

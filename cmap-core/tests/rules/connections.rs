@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::opts;
+use crate::one_connection_checked_in;
 use crate::support::Harness;
 use cmap_core::PoolOptions;
 
@@ -19,15 +19,7 @@ fn connection_ids_start_at_one_and_increase_by_one() {
 
 #[test]
 fn idle_means_strictly_longer_than_max_idle_time() {
-    let mut h = Harness::ready(
-        opts()
-            .max_idle_time(Duration::from_millis(10))
-            .maintenance_interval(None)
-            .build()
-            .unwrap(),
-    );
-    let a = h.take();
-    h.check_in(a);
+    let mut h = one_connection_checked_in(Duration::from_millis(10));
     h.now += Duration::from_millis(10);
     assert_eq!(h.take().id().0, 1);
 }

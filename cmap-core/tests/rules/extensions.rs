@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::support::{Conn, Harness};
-use crate::{io_error, opts};
+use crate::{io_error, one_connection_waiting_at_most, opts};
 use cmap_core::{ClosedReason, Event, PoolOptions, PoolState, Reconnect, UsageError};
 
 #[test]
@@ -111,13 +111,7 @@ fn cancel_withdraws_a_queued_checkout_and_refuses_unknown_ones() {
 
 #[test]
 fn time_never_runs_backwards() {
-    let mut h = Harness::ready(
-        opts()
-            .max_pool_size(1)
-            .wait_queue_timeout(Duration::from_millis(50))
-            .build()
-            .unwrap(),
-    );
+    let mut h = one_connection_waiting_at_most(Duration::from_millis(50));
     let _held = h.take();
     h.check_out();
     h.pool.handle_timeout(h.now + Duration::from_millis(60));
@@ -146,13 +140,7 @@ fn unknown_connection_ids_are_misuse() {
 
 #[test]
 fn stats_count_requests_waits_and_connections() {
-    let mut h = Harness::ready(
-        opts()
-            .max_pool_size(1)
-            .wait_queue_timeout(Duration::from_millis(10))
-            .build()
-            .unwrap(),
-    );
+    let mut h = one_connection_waiting_at_most(Duration::from_millis(10));
     let c = h.take();
     h.check_out();
     h.advance(10);

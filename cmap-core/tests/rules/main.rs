@@ -29,11 +29,34 @@ mod options;
 mod pool;
 mod wait_queue;
 
+use std::time::Duration;
+
 use cmap_core::{CheckOutFailedReason, EstablishError, Event, PoolOptions};
 use support::Harness;
 
 fn opts() -> cmap_core::PoolOptionsBuilder {
     PoolOptions::builder()
+}
+
+/// A ready pool of one connection whose checkouts wait at most `wait`.
+fn one_connection_waiting_at_most(wait: Duration) -> Harness {
+    Harness::ready(opts().max_pool_size(1).wait_queue_timeout(wait).build().unwrap())
+}
+
+/// A ready pool whose connections are idle after `max_idle_time`, found
+/// so only by a checkout (no background runs), with connection 1 just
+/// checked in.
+fn one_connection_checked_in(max_idle_time: Duration) -> Harness {
+    let mut h = Harness::ready(
+        opts()
+            .max_idle_time(max_idle_time)
+            .maintenance_interval(None)
+            .build()
+            .unwrap(),
+    );
+    let a = h.take();
+    h.check_in(a);
+    h
 }
 
 /// An establishment error without backpressure labels (such as an

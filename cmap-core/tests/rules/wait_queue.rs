@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use crate::opts;
 use crate::support::Harness;
+use crate::{one_connection_waiting_at_most, opts};
 use cmap_core::{CheckOutFailedReason, Event};
 
 #[test]
@@ -23,13 +23,7 @@ fn wait_queue_is_fifo() {
 
 #[test]
 fn wait_queue_timeout_fires_exactly_at_the_deadline() {
-    let mut h = Harness::ready(
-        opts()
-            .max_pool_size(1)
-            .wait_queue_timeout(Duration::from_millis(50))
-            .build()
-            .unwrap(),
-    );
+    let mut h = one_connection_waiting_at_most(Duration::from_millis(50));
     h.advance(0); // the run that ready() scheduled
     let held = h.take();
     let w = h.check_out();
@@ -65,13 +59,7 @@ fn wait_queue_timeout_fires_exactly_at_the_deadline() {
 
 #[test]
 fn no_waiter_is_served_after_its_deadline_even_without_a_timer_call() {
-    let mut h = Harness::ready(
-        opts()
-            .max_pool_size(1)
-            .wait_queue_timeout(Duration::from_millis(50))
-            .build()
-            .unwrap(),
-    );
+    let mut h = one_connection_waiting_at_most(Duration::from_millis(50));
     let held = h.take();
     let w = h.check_out();
     // The driver was late: the next input comes after the deadline.

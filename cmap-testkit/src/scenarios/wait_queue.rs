@@ -1,0 +1,155 @@
+//! The wait queue: a checkout waiting for a connection given back, the
+//! timeouts that bound the wait (fired neither early nor late, however
+//! they are set), and the clocks that time it.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cmap_async::Runtime;
+
+use super::{pool_of, runtimes};
+use crate::rt::{eventually, sleep, spawn, FrozenCoarse};
+use crate::{builder, Fake};
+
+/// A queued checkout gets the connection given back.
+pub async fn a_waiter_gets_the_connection_given_back<R: Runtime + Default, T: Runtime + Default>() {
+    let (_, t, pool) = pool_of::<R, T>(1);
+    let held = pool.get().await.unwrap();
+    let p = pool.clone();
+    let waiter = spawn(&t, async move { p.get().await.map(|c| c.n) });
+    eventually(&t, "the waiter is queued", || pool.status().waiting == 1).await;
+    drop(held);
+    assert_eq!(waiter.await.unwrap(), 1);
+}
+
+/// `get_timeout` fails neither early nor late.
+pub async fn get_timeout_fires_on_time<R: Runtime + Default, T: Runtime + Default>() {
+    let (_, _t, pool) = pool_of::<R, T>(1);
+    let _held = pool.get().await.unwrap();
+    for ms in [30u64, 80, 150] {
+        let t0 = Instant::now();
+        let err = pool.get_timeout(Duration::from_millis(ms)).await.unwrap_err();
+        let took = t0.elapsed();
+        assert!(err.is_timeout(), "{err}");
+        assert!(
+            took >= Duration::from_millis(ms),
+            "fired early: {took:?} < {ms} ms"
+        );
+        assert!(
+            took < Duration::from_millis(ms + 100),
+            "fired late: {took:?} for {ms} ms"
+        );
+    }
+    assert_eq!(pool.status().waiting, 0);
+    assert_eq!(pool.stats().requests_timed_out, 3);
+}
+
+/// A checkout served at once and a check-in nobody waits for read only
+/// the runtime's cheap clock: the precise one costs a fifth of a cycle.
+pub async fn an_uncontended_cycle_reads_only_the_cheap_clock<R: Runtime + Default, T: Runtime + Default>() {
+    let rt = FrozenCoarse::<R>::default();
+    let pool = builder()
+        .max_pool_size(2)
+        .build_on(Fake::<FrozenCoarse<R>>::default(), rt.clone())
+        .unwrap();
+    drop(pool.get().await.unwrap()); // the connection is made
+    let before = rt.precise_reads();
+    for _ in 0..1000 {
+        drop(pool.get().await.unwrap());
+    }
+    // The timer task may wake meanwhile; 2,000 reads would be the cycles'.
+    let reads = rt.precise_reads() - before;
+    assert!(reads < 100, "{reads} precise reads in 1,000 cycles");
+    assert_eq!(pool.stats().requests, 1001);
+}
+
+/// The instants that time a wait are precise even where the pool would
+/// otherwise read the cheap clock: the first waiter's start (nobody
+/// waited before it) and the check-in that hands it a connection.
+pub async fn a_waited_checkout_is_timed_on_the_precise_clock<R: Runtime + Default, T: Runtime + Default>() {
+    let t = T::default();
+    let rt = FrozenCoarse::<R>::default();
+    let waited = Arc::new(Mutex::new(Vec::new()));
+    let seen = waited.clone();
+    let pool = builder()
+        .max_pool_size(1)
+        .on_event(move |e| {
+            if let cmap_async::Event::ConnectionCheckedOut { duration, .. } = e {
+                seen.lock().unwrap().push(*duration);
+            }
+        })
+        .build_on(Fake::<FrozenCoarse<R>>::default(), rt.clone())
+        .unwrap();
+    let held = pool.get().await.unwrap();
+    // The last input's instant is this far behind when the waiter comes:
+    // a start taken from it would add this much to the wait.
+    sleep(&t, Duration::from_millis(600)).await;
+    let p = pool.clone();
+    let waiter = spawn(&t, async move { p.get().await.map(|c| c.n) });
+    eventually(&t, "the waiter is queued", || pool.status().waiting == 1).await;
+    sleep(&t, Duration::from_millis(50)).await;
+    drop(held);
+    assert_eq!(waiter.await.unwrap(), 1);
+    let durations = waited.lock().unwrap().clone();
+    assert_eq!(durations.len(), 2, "{durations:?}");
+    assert!(
+        durations[1] >= Duration::from_millis(50) && durations[1] < Duration::from_millis(600),
+        "the waiter waited about 50 ms, not {:?}",
+        durations[1]
+    );
+}
+
+/// The timer sleeps until a far deadline; a nearer one must wake it.
+pub async fn an_earlier_deadline_rearms_the_timer<R: Runtime + Default, T: Runtime + Default>() {
+    let (_, t, pool) = pool_of::<R, T>(1);
+    let _held = pool.get().await.unwrap();
+    let _far = spawn(&t, pool.get_owned_timeout(Duration::from_secs(30)));
+    eventually(&t, "queued", || pool.status().waiting == 1).await;
+    let t0 = Instant::now();
+    let err = pool.get_timeout(Duration::from_millis(40)).await.unwrap_err();
+    assert!(err.is_timeout());
+    assert!(t0.elapsed() < Duration::from_millis(140), "{:?}", t0.elapsed());
+    // Dropping the pool fails the far checkout: its task ends.
+}
+
+/// `waitQueueTimeoutMS` from a connection string bounds `get()`.
+pub async fn wait_queue_timeout_from_the_connection_string<R: Runtime + Default, T: Runtime + Default>() {
+    let (m, _t) = runtimes::<R, T>();
+    let pool = builder()
+        .connection_string("mongodb://fake/?maxPoolSize=1&waitQueueTimeoutMS=50")
+        .build(m)
+        .unwrap();
+    assert_eq!(pool.options().max_pool_size(), 1);
+    let _held = pool.get().await.unwrap();
+    let t0 = Instant::now();
+    let err = pool.get().await.unwrap_err();
+    assert!(err.is_timeout());
+    assert!(t0.elapsed() >= Duration::from_millis(50));
+    assert_eq!(
+        err.check_out_error().unwrap().spec_message(),
+        "Timed out while checking out a Connection from connection pool"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("(maxPoolSize 1, total 1, idle 0, in use 1, connecting 0, waiting 1)"),
+        "{text}"
+    );
+}
+
+/// A zero timeout takes an idle connection, or fails at once.
+pub async fn a_zero_timeout_takes_an_available_connection_or_fails_at_once<
+    R: Runtime + Default,
+    T: Runtime + Default,
+>() {
+    let (_, _t, pool) = pool_of::<R, T>(1);
+    drop(pool.get().await.unwrap());
+    let held = pool
+        .get_timeout(Duration::ZERO)
+        .await
+        .expect("the idle connection");
+    let t0 = Instant::now();
+    let err = pool.get_timeout(Duration::ZERO).await.unwrap_err();
+    assert!(err.is_timeout());
+    assert!(t0.elapsed() < Duration::from_millis(50));
+    drop(held);
+}
