@@ -25,7 +25,10 @@
 //!    raised to the latest `now` the core has seen (`Inner::clock`).
 //! 3. **One `handle_*`** on the core (for a checkout
 //!    `handle_check_out_direct`: served at once, or queued with a waiter
-//!    id).
+//!    id). An input that left no action and no event (a checkout served
+//!    at once, a check-in nobody waits for) ends here, in
+//!    [`Shared::settle`]: the timer re-armed if its deadline moved
+//!    earlier, and the lock released; steps 4 to 9 have nothing to do.
 //! 4. **Drain** (`Inner::drain`, through [`Shared::finish`]): bookkeeping
 //!    only, under the lock, into the input's [`Deferred`]: the input's
 //!    events taken into its outbox (`events::Outbox`: the first event
