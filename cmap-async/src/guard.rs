@@ -4,36 +4,29 @@
 use std::fmt;
 use std::future::Future;
 use std::ops::{Deref, DerefMut};
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Waker};
 
 use cmap_core::{ConnectionId, Pooled, ServiceId};
 
 use crate::interrupt::Interrupted;
 use crate::leak::{Back, Caller};
 use crate::manager::ManageConnection;
-use crate::panics::{Hook, Panics};
+use crate::panics::Hook;
 use crate::runtime::Runtime;
 use crate::shared::Shared;
-
-type Task = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
-type Sleep = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+use crate::util::{race_lazy, Either};
 
 /// The pool as a guard sees it: what a guard needs of its pool (give the
-/// connection back or detach it, run the manager's hooks, spawn a reset
-/// that has to wait, hear about interruptions), without naming the
+/// connection back or detach it, hear about interruptions), without naming the
 /// runtime, so that guards are `PooledConnection<'_, M>` whatever runtime
 /// drives the pool. `Shared` is the one implementation.
 pub(crate) trait GuardPool<M: ManageConnection>: Send + Sync {
-    fn manager(&self) -> &M;
-    fn check_in(&self, connection: Pooled<M::Connection>);
+    /// Takes back the connection of a dropped guard (`marked_broken`: by
+    /// [`PooledConnection::mark_broken`]): one call into the pool, which
+    /// does the rest (see [`Shared::give_back`]).
+    fn give_back(&self, connection: Pooled<M::Connection>, marked_broken: bool);
     fn detach(&self, connection: Pooled<M::Connection>) -> M::Connection;
-    fn spawn(&self, task: Task);
-    /// The pool's count of caught panics.
-    fn panics(&self) -> &Arc<Panics>;
-    /// A sleep for the builder's reset timeout, from now (`None`: no limit).
-    fn reset_timer(&self) -> Option<Sleep>;
     fn interrupted(&self, id: ConnectionId) -> Interrupted;
     fn is_interrupted(&self, id: ConnectionId) -> bool;
     /// An owning handle on the pool, for a guard that must outlive the
@@ -44,24 +37,11 @@ pub(crate) trait GuardPool<M: ManageConnection>: Send + Sync {
 }
 
 impl<M: ManageConnection, R: Runtime> GuardPool<M> for Shared<M, R> {
-    fn manager(&self) -> &M {
-        &self.manager
-    }
-    fn check_in(&self, connection: Pooled<M::Connection>) {
-        Shared::check_in(self, connection);
+    fn give_back(&self, connection: Pooled<M::Connection>, marked_broken: bool) {
+        Shared::give_back(self, connection, marked_broken);
     }
     fn detach(&self, connection: Pooled<M::Connection>) -> M::Connection {
         Shared::detach(self, connection)
-    }
-    fn spawn(&self, task: Task) {
-        self.rt.spawn(task);
-    }
-    fn panics(&self) -> &Arc<Panics> {
-        &self.events.panics
-    }
-    fn reset_timer(&self) -> Option<Sleep> {
-        let deadline = self.rt.now().checked_add(self.timeouts.reset?)?;
-        Some(Box::pin(self.rt.sleep_until(deadline)))
     }
     fn interrupted(&self, id: ConnectionId) -> Interrupted {
         Interrupted::new(self.interrupts.clone(), id, self.address.clone())
@@ -82,6 +62,89 @@ impl<M: ManageConnection, R: Runtime> GuardPool<M> for Shared<M, R> {
 }
 
 impl<M: ManageConnection, R: Runtime> Shared<M, R> {
+    /// Takes back the connection of a dropped guard:
+    ///
+    /// - interrupted by the pool, as it is: the pool closes it anyway, and
+    ///   a reset could talk through a socket that is no longer ours (a
+    ///   clear that interrupted, or a fork: see `Pool::reset_after_fork`);
+    /// - marked broken, found broken by `is_broken`, or dropped while its
+    ///   user's code unwinds from a panic (whatever it was doing stopped
+    ///   halfway; no hook of the manager runs during the unwinding):
+    ///   marked errored, and the pool closes it;
+    /// - otherwise after the manager's reset (none when `RESETS` is
+    ///   `false`), to be reused.
+    fn give_back(&self, mut conn: Pooled<M::Connection>, marked_broken: bool) {
+        if self.interrupts.contains(conn.id()) {
+            self.check_in(conn);
+            return;
+        }
+        let broken = marked_broken
+            || std::thread::panicking()
+            || self
+                .events
+                .panics
+                .call(Hook::IsBroken, || self.manager.is_broken(&mut conn))
+                .unwrap_or(true);
+        if broken {
+            conn.mark_errored();
+            self.check_in(conn);
+        } else if M::RESETS {
+            self.reset_and_check_in(conn);
+        } else {
+            // Nothing to reset: no task, no allocation.
+            self.check_in(conn);
+        }
+    }
+
+    /// Runs the manager's reset, then checks the connection in (marked
+    /// errored if the reset failed). Most resets are done at once (the
+    /// default does nothing): then the connection is back before this
+    /// returns. One that has to wait goes on in a task; it is polled again
+    /// there with a real waker.
+    fn reset_and_check_in(&self, mut conn: Pooled<M::Connection>) {
+        let Some(owned) = self.me.upgrade() else {
+            // Only while the last handle drops the pool: nothing to reuse.
+            conn.mark_errored();
+            self.check_in(conn);
+            return;
+        };
+        let mut task = Box::pin(async move {
+            if !owned.reset(&mut conn).await {
+                conn.mark_errored();
+            }
+            owned.check_in(conn);
+        });
+        if task
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+            .is_pending()
+        {
+            self.rt.spawn(task);
+        }
+    }
+
+    /// Runs the manager's reset on a connection being given back; returns
+    /// whether it succeeded. A reset that panics, fails, or outlasts the
+    /// builder's reset timeout (a server that stopped answering) failed,
+    /// and the connection is closed: a slot is never held by a reset that
+    /// hangs. The timer is made only once the reset has to wait.
+    async fn reset(&self, conn: &mut M::Connection) -> bool {
+        let reset = self.events.panics.guard(Hook::Reset, || self.manager.reset(conn));
+        let Some(limit) = self.timeouts.reset else {
+            return matches!(reset.await, Ok(Ok(())));
+        };
+        // The limit runs from when the reset has to wait.
+        let timer = || async move {
+            match self.rt.now().checked_add(limit) {
+                Some(deadline) => self.rt.sleep_until(deadline).await,
+                None => std::future::pending().await,
+            }
+        };
+        match race_lazy(reset, timer).await {
+            Either::Left(outcome) => matches!(outcome, Ok(Ok(()))),
+            Either::Right(()) => false,
+        }
+    }
     /// Starts watching a connection being handed out, when leak detection
     /// is on; returns whether it did (the guard's `tracked`). Off, this is
     /// one branch on a field that never changes.
@@ -304,75 +367,13 @@ impl<M: ManageConnection> DerefMut for PooledConnection<'_, M> {
 
 impl<M: ManageConnection> Drop for PooledConnection<'_, M> {
     fn drop(&mut self) {
-        let Some(mut conn) = self.conn.take() else { return };
+        let Some(conn) = self.conn.take() else { return };
         let pool = self.pool.get();
         if self.tracked {
             pool.leak_returned(conn.id(), Back::CheckedIn);
         }
-        if pool.is_interrupted(conn.id()) {
-            // The pool closes it anyway: no reset, which could talk through
-            // a socket that is no longer ours (a clear that interrupted, or
-            // a fork: see `Pool::reset_after_fork`).
-            pool.check_in(conn);
-            return;
-        }
-        // Dropped while its user's code unwinds from a panic: whatever it
-        // was doing with the connection stopped halfway, so it is closed,
-        // and no hook of the manager runs during the unwinding.
-        let broken = self.broken
-            || std::thread::panicking()
-            || pool
-                .panics()
-                .call(Hook::IsBroken, || pool.manager().is_broken(&mut conn))
-                .unwrap_or(true);
-        if broken {
-            conn.mark_errored();
-            pool.check_in(conn);
-            return;
-        }
-        if !M::RESETS {
-            // Nothing to reset: no task, no allocation.
-            pool.check_in(conn);
-            return;
-        }
-        let owned = self.pool.to_owned();
-        let mut task: Task = Box::pin(async move {
-            if !reset(&*owned, &mut conn).await {
-                conn.mark_errored();
-            }
-            owned.check_in(conn);
-        });
-        // Most resets are done at once (the default does nothing): then the
-        // connection is back before `drop` returns. One that has to wait
-        // goes on in a task; it is polled again there with a real waker.
-        if task
-            .as_mut()
-            .poll(&mut Context::from_waker(Waker::noop()))
-            .is_pending()
-        {
-            pool.spawn(task);
-        }
+        pool.give_back(conn, self.broken);
     }
-}
-
-/// Runs the manager's reset on a connection being given back; returns
-/// whether it succeeded. A reset that panics, fails, or outlasts the
-/// builder's reset timeout (a server that stopped answering) failed, and
-/// the connection is closed: a slot is never held by a reset that hangs.
-/// The timer is made only once the reset has to wait.
-async fn reset<M: ManageConnection>(pool: &dyn GuardPool<M>, conn: &mut M::Connection) -> bool {
-    let mut reset = std::pin::pin!(pool.panics().guard(Hook::Reset, || pool.manager().reset(conn)));
-    let mut timer: Option<Option<Sleep>> = None;
-    std::future::poll_fn(|cx| {
-        if let Poll::Ready(outcome) = reset.as_mut().poll(cx) {
-            return Poll::Ready(matches!(outcome, Ok(Ok(()))));
-        }
-        match timer.get_or_insert_with(|| pool.reset_timer()) {
-            Some(sleep) => sleep.as_mut().poll(cx).map(|()| false),
-            None => Poll::Pending,
-        }
-    })
-    .await
 }
 
 impl<M: ManageConnection> fmt::Debug for PooledConnection<'_, M> {
