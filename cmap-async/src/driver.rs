@@ -329,12 +329,11 @@ impl<C> Inner<C> {
         }
     }
 
-    /// Whether the input just handled left nothing to drain: no action
-    /// and no event. The common served checkout and check-in nobody waits
-    /// for; such an input skips the drain and the work after the lock
-    /// (all but re-arming the timer: see `Shared::settle`).
+    /// Whether the input just handled left no action (events aside): the
+    /// common served checkout and check-in nobody waits for, which skip the
+    /// drain and the work after the lock (see `Shared::settle`).
     #[inline]
-    pub(crate) fn left_nothing(&self) -> bool {
-        !self.core.has_output() && self.core.pending_events() == 0
+    pub(crate) fn left_no_action(&self) -> bool {
+        !self.core.has_output()
     }
 }

@@ -25,10 +25,11 @@
 //!    raised to the latest `now` the core has seen (`Inner::clock`).
 //! 3. **One `handle_*`** on the core (for a checkout
 //!    `handle_check_out_direct`: served at once, or queued with a waiter
-//!    id). An input that left no action and no event (a checkout served
-//!    at once, a check-in nobody waits for) ends here, in
-//!    [`Shared::settle`]: the timer re-armed if its deadline moved
-//!    earlier, and the lock released; steps 4 to 9 have nothing to do.
+//!    id). An input that left no action (a checkout served at once, a
+//!    check-in nobody waits for) ends in [`Shared::settle`]: its events
+//!    (if any) taken and sealed as in steps 4 and 5, the timer re-armed if
+//!    its deadline moved earlier, unlock, and the events delivered as in
+//!    step 8; nothing else of steps 4 to 9 has anything to do.
 //! 4. **Drain** (`Inner::drain`, through [`Shared::finish`]): bookkeeping
 //!    only, under the lock, into the input's [`Deferred`]: the input's
 //!    events taken into its outbox (`events::Outbox`: the first event
@@ -98,7 +99,7 @@ use event_listener::Event;
 
 use crate::clock::CoarseNow;
 use crate::driver::{lock_slot, Deferred, Inner, OwnCheckout, RareDeferred, Slot, SlotFill};
-use crate::events::EventHub;
+use crate::events::{EventHub, Outbox};
 use crate::interrupt::Interrupts;
 use crate::leak::Leaks;
 use crate::manager::ManageConnection;
@@ -266,24 +267,47 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         more
     }
 
-    /// Ends an input that left nothing to drain (`Inner::left_nothing`),
-    /// releasing the lock: the timer re-armed if need be, and no
-    /// [`Deferred`] built, drained or performed. Gives the lock back for
-    /// the full cycle otherwise.
+    /// Ends an input that left no action (`Inner::left_no_action`): the
+    /// common served checkout and check-in nobody waits for. Its events
+    /// (if any) are taken into an outbox, the timer re-armed if need be,
+    /// the lock released and the events delivered; no [`Deferred`] is
+    /// built, drained or performed. Gives the lock back for the full cycle
+    /// otherwise.
     #[inline]
     pub(crate) fn settle<'a>(
-        &self,
-        mut inner: Locked<'a, M::Connection>,
+        &'a self,
+        inner: Locked<'a, M::Connection>,
     ) -> Result<(), Locked<'a, M::Connection>> {
-        if !inner.left_nothing() {
+        if !inner.left_no_action() {
             return Err(inner);
         }
+        if inner.core.pending_events() > 0 {
+            self.settle_with_events(inner);
+            return Ok(());
+        }
+        self.unlock_rearmed(inner);
+        Ok(())
+    }
+
+    /// [`Shared::settle`] for an input that left events: out of line, so
+    /// that the settling of an input without any stays small.
+    #[inline(never)]
+    fn settle_with_events(&self, mut inner: Locked<'_, M::Connection>) {
+        let mut events = Outbox::Empty;
+        events.take(&self.events, &mut inner.core);
+        events.seal();
+        self.unlock_rearmed(inner);
+        events.deliver();
+    }
+
+    /// Re-arms the timer if need be and releases the lock.
+    #[inline]
+    fn unlock_rearmed(&self, mut inner: Locked<'_, M::Connection>) {
         let rearm = inner.rearm();
         drop(inner);
         if rearm {
             self.wake_timer();
         }
-        Ok(())
     }
 
     /// Wakes the timer task: its deadline moved earlier.
