@@ -107,6 +107,7 @@ impl<C> ConnectionSet<C> {
         self.in_use_count
     }
 
+    #[inline]
     pub(crate) fn push_available(&mut self, available: Available<C>) {
         self.available.push(available);
     }

@@ -36,7 +36,9 @@
 //!   checkout served at once returns its connection there, with no
 //!   `Deliver` to drain. One that delivers events on a path of their own
 //!   can [keep them apart](Pool::set_events_apart) and take each input's
-//!   events in one swap with [`take_events`](Pool::take_events).
+//!   events in one swap with [`take_events`](Pool::take_events). Its
+//!   waiting checkouts, by [`WaiterId`], fit an [`IdDeque`], the structure
+//!   of the pool's own wait queue.
 //! - **Timers** — keeps one sleep until [`poll_timeout`](Pool::poll_timeout)
 //!   and calls `handle_timeout(now)` with the clock's time (not the deadline)
 //!   when it fires. Spurious or late calls are harmless; time never runs
@@ -116,6 +118,7 @@ mod connection_string;
 mod error;
 mod establishment;
 mod event;
+mod id_deque;
 mod invariants;
 mod lifecycle;
 mod maintenance;
@@ -143,6 +146,7 @@ pub use error::{
     SYSTEM_OVERLOADED_ERROR,
 };
 pub use event::{CheckOutFailedReason, ClosedReason, Event};
+pub use id_deque::IdDeque;
 pub use options::{EstablishFailure, PoolOptions, PoolOptionsBuilder, Reconnect};
 pub use output::{Action, Output};
 pub use pool::{CheckOut, Clear, Pool, PoolState};

@@ -129,10 +129,11 @@ pub(crate) struct ServiceGeneration {
 ///
 /// Pool outcomes (a timeout, a cleared or closed pool, a failed
 /// establishment) are outputs. An input returns `Err` only for misuse,
-/// and then changes nothing: [`UsageError`] (an unknown connection or
-/// waiter id, a clear in the wrong mode, readying or resizing a closed
-/// pool, forcing connections of an open one) or [`CheckInError`] (a
-/// connection of another pool, handed back so that nothing is lost).
+/// and then changes nothing: [`UsageError`](crate::UsageError) (an
+/// unknown connection or waiter id, a clear in the wrong mode, readying or
+/// resizing a closed pool, forcing connections of an open one) or
+/// [`CheckInError`] (a connection of another pool, handed back so that
+/// nothing is lost).
 #[repr(C)]
 #[cfg_attr(
     feature = "recorder",

@@ -2,11 +2,12 @@
 //! order, with their deadlines. Plain data: it answers questions and
 //! changes state, and never produces outputs.
 //!
-//! Waiter ids are monotonic, so the queue is a `VecDeque` sorted by id:
-//! push and pop-front are O(1), finding a member by id is a binary search
-//! (O(log n)), and removing one from the middle (a cancelled checkout)
-//! leaves a tombstone, dropped once it reaches the front or compacted away
-//! when tombstones outnumber the live waiters (amortized O(1)).
+//! Waiter ids are monotonic, so the queue is an [`IdDeque`] (`id_deque.rs`):
+//! push and pop-front are O(1), finding a member by id is O(1) or a binary
+//! search (O(log n)), and removing one from the middle (a cancelled
+//! checkout) leaves a tombstone, dropped once it reaches an end or
+//! compacted away when tombstones outnumber the live waiters (amortized
+//! O(1)).
 //!
 //! Deadlines: checkouts that use the pool's own `waitQueueTimeoutMS` get
 //! `started + timeout`, non-decreasing in id, so their deadlines form a
@@ -19,18 +20,7 @@ use std::collections::{BTreeSet, VecDeque};
 use std::time::Instant;
 
 use crate::connection::{ConnectionId, WaiterId};
-
-/// Tombstones are compacted away once a deque holds more than twice the
-/// live waiters plus this slack: amortized O(1) per removal, memory
-/// bounded by a constant factor of the queue, and no compaction at all
-/// for the short queues a pool usually has.
-const COMPACT_SLACK: usize = 32;
-
-/// Whether a deque of `stored` entries, `live` of them live, is due for a
-/// compaction (see [`COMPACT_SLACK`]).
-fn compaction_due(stored: usize, live: usize) -> bool {
-    stored > 2 * live + COMPACT_SLACK
-}
+use crate::id_deque::{compaction_due, IdDeque};
 
 /// A queued checkout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,11 +39,10 @@ pub(crate) struct Waiter {
 #[derive(Debug, Default)]
 #[cfg_attr(feature = "recorder", derive(serde::Serialize, serde::Deserialize))]
 pub(crate) struct WaitQueue {
-    /// Sorted by id; `None` is a removed waiter not compacted yet. The
-    /// front entry is always live (or the deque is empty).
-    slots: VecDeque<(WaiterId, Option<Waiter>)>,
-    /// Live waiters.
-    len: usize,
+    /// The waiters in id order. Serialized as its own fields (`slots` and
+    /// `len`), as when they were the queue's.
+    #[cfg_attr(feature = "recorder", serde(flatten))]
+    slots: IdDeque<Waiter>,
     /// Deadlines in non-decreasing order, which is also id order; entries
     /// of removed waiters may linger behind the front (the front is always
     /// live, or the deque is empty).
@@ -71,44 +60,21 @@ pub(crate) struct WaitQueue {
 impl WaitQueue {
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.len
+        self.slots.len()
     }
 
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    fn index(&self, id: WaiterId) -> Option<usize> {
-        let (first, _) = self.slots.front()?;
-        // Ids are sorted and unique: the entry is at most `id - first` in.
-        let guess = usize::try_from(id.0.checked_sub(first.0)?).ok()?;
-        if self.slots.get(guess).is_some_and(|(i, _)| *i == id) {
-            // No id in between is missing: the usual case.
-            return Some(guess);
-        }
-        let end = guess.saturating_add(1).min(self.slots.len());
-        let (a, b) = self.slots.as_slices();
-        if end <= a.len() {
-            a[..end].binary_search_by_key(&id, |(i, _)| *i).ok()
-        } else {
-            match a.binary_search_by_key(&id, |(i, _)| *i) {
-                Ok(at) => Some(at),
-                Err(_) => b[..end - a.len()]
-                    .binary_search_by_key(&id, |(i, _)| *i)
-                    .ok()
-                    .map(|at| at + a.len()),
-            }
-        }
+        self.slots.is_empty()
     }
 
     pub(crate) fn contains(&self, id: WaiterId) -> bool {
-        self.index(id).is_some_and(|at| self.slots[at].1.is_some())
+        self.slots.contains(&id)
     }
 
     /// Adds a checkout; ids must grow, which keeps the queue FIFO.
     pub(crate) fn push(&mut self, id: WaiterId, waiter: Waiter) {
-        debug_assert!(self.slots.back().is_none_or(|(last, _)| *last < id));
+        debug_assert!(self.slots.back().is_none_or(|(last, _)| last < id));
         if let Some(deadline) = waiter.deadline {
             if self.fifo.back().is_none_or(|(last, _)| *last <= deadline) {
                 self.fifo.push_back((deadline, id));
@@ -116,20 +82,17 @@ impl WaitQueue {
                 self.ordered.insert((deadline, id));
             }
         }
-        self.slots.push_back((id, Some(waiter)));
-        self.len += 1;
+        self.slots.insert(id, waiter);
     }
 
     pub(crate) fn remove(&mut self, id: WaiterId) -> Option<Waiter> {
-        let at = self.index(id)?;
-        let waiter = self.slots[at].1.take()?;
+        let waiter = self.slots.remove(&id)?;
         self.forget(id, &waiter);
         Some(waiter)
     }
 
     /// Accounts for a waiter just taken out of `slots`.
     fn forget(&mut self, id: WaiterId, waiter: &Waiter) {
-        self.len -= 1;
         if let Some(deadline) = waiter.deadline {
             if self.fifo.front() == Some(&(deadline, id)) {
                 self.fifo.pop_front();
@@ -140,22 +103,10 @@ impl WaitQueue {
         self.tidy();
     }
 
-    /// Drops tombstones at the fronts, and compacts when they dominate.
+    /// Drops the deadlines of removed waiters at the front, and compacts
+    /// when they dominate (`slots` tidies itself).
     fn tidy(&mut self) {
-        while self.slots.front().is_some_and(|(_, w)| w.is_none()) {
-            self.slots.pop_front();
-        }
-        while self.slots.back().is_some_and(|(_, w)| w.is_none()) {
-            self.slots.pop_back();
-        }
-        if compaction_due(self.slots.len(), self.len) {
-            self.slots.retain(|(_, w)| w.is_some());
-            #[cfg(test)]
-            {
-                self.compactions += 1;
-            }
-        }
-        let first = self.slots.front().map(|(id, _)| *id);
+        let first = self.slots.front().map(|(id, _)| id);
         while let Some(&(_, id)) = self.fifo.front() {
             // The front of `slots` is live: no search for the usual
             // deadline, the oldest waiter's.
@@ -164,14 +115,9 @@ impl WaitQueue {
             }
             self.fifo.pop_front();
         }
-        if compaction_due(self.fifo.len(), self.len) {
+        if compaction_due(self.fifo.len(), self.slots.len()) {
             let slots = &self.slots;
-            let live = |id: WaiterId| {
-                slots
-                    .binary_search_by_key(&id, |(i, _)| *i)
-                    .is_ok_and(|at| slots[at].1.is_some())
-            };
-            self.fifo.retain(|(_, id)| live(*id));
+            self.fifo.retain(|(_, id)| slots.contains(id));
             #[cfg(test)]
             {
                 self.compactions += 1;
@@ -181,22 +127,16 @@ impl WaitQueue {
 
     /// The longest-waiting checkout.
     pub(crate) fn pop_front(&mut self) -> Option<(WaiterId, Waiter)> {
-        // The front entry is live (see `slots`): no search. A tombstone
-        // found there anyway is skipped, not returned.
-        loop {
-            let (id, waiter) = self.slots.pop_front()?;
-            if let Some(waiter) = waiter {
-                self.forget(id, &waiter);
-                return Some((id, waiter));
-            }
-        }
+        let (id, waiter) = self.slots.pop_front()?;
+        self.forget(id, &waiter);
+        Some((id, waiter))
     }
 
     /// The earliest (deadline, id) of any queued checkout.
     #[inline]
     fn first_deadline(&self) -> Option<(Instant, WaiterId)> {
         // No live waiter: both sets are empty (their fronts are live).
-        if self.len == 0 {
+        if self.slots.is_empty() {
             return None;
         }
         match (self.fifo.front(), self.ordered.first()) {
@@ -227,28 +167,23 @@ impl WaitQueue {
     /// so this is O(maxConnecting) (plus tombstones, bounded by the live
     /// count).
     pub(crate) fn first_without_request_mut(&mut self) -> Option<(WaiterId, &mut Waiter)> {
-        self.slots.iter_mut().find_map(|(id, w)| match w {
-            Some(w) if w.requested.is_none() => Some((*id, w)),
-            _ => None,
-        })
+        self.slots.iter_mut().find(|(_, w)| w.requested.is_none())
     }
 
     pub(crate) fn get_mut(&mut self, id: WaiterId) -> Option<&mut Waiter> {
-        let at = self.index(id)?;
-        self.slots[at].1.as_mut()
+        self.slots.get_mut(&id)
     }
 
     /// Queued checkouts in arrival order (for invariant checks).
     pub(crate) fn iter(&self) -> impl Iterator<Item = (WaiterId, &Waiter)> {
-        self.slots
-            .iter()
-            .filter_map(|(id, w)| w.as_ref().map(|w| (*id, w)))
+        self.slots.iter()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::id_deque::COMPACT_SLACK;
     use std::time::Duration;
 
     fn waiter(t0: Instant, deadline_ms: Option<u64>) -> Waiter {
@@ -280,9 +215,9 @@ mod tests {
                 }
                 let bound = 2 * q.len() + COMPACT_SLACK;
                 assert!(
-                    q.slots.len() <= bound,
+                    q.slots.stored() <= bound,
                     "{} slots for {} waiters",
-                    q.slots.len(),
+                    q.slots.stored(),
                     q.len()
                 );
                 assert!(
@@ -292,10 +227,10 @@ mod tests {
                     q.len()
                 );
             }
+            let compactions = q.compactions + q.slots.compactions;
             assert!(
-                q.compactions <= removed / 8,
-                "{} compactions for {removed} removals",
-                q.compactions
+                compactions <= removed / 8,
+                "{compactions} compactions for {removed} removals"
             );
             let live: Vec<u64> = q.iter().map(|(id, _)| id.0).collect();
             let expected: Vec<u64> = std::iter::once(1)
