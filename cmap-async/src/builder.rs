@@ -201,7 +201,7 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
     /// The server's address, for events and logs (`serverHost`,
     /// `serverPort`): an [`Address`], `"host:port"`, or a [`SocketAddr`].
     /// Needed only when the manager does not know it
-    /// ([`ManageConnection::address`](crate::ManageConnection::address));
+    /// ([`ManageConnection::address`]);
     /// given, it overrides the manager's. The manager decides where it
     /// really connects.
     pub fn address(mut self, address: impl ToAddress) -> Self {

@@ -37,6 +37,14 @@ enum State<C> {
     Done,
 }
 
+/// How a checkout's first input ended ([`Shared::start_cycle`]).
+enum Started<C> {
+    /// Served or failed in that input.
+    Done(Result<Pooled<C>, CheckOutError>),
+    /// Queued as this waiter, with its slot.
+    Queued(WaiterId, SharedSlot<C>),
+}
+
 /// How long a checkout may wait.
 #[derive(Clone, Copy)]
 enum Limit {
@@ -109,12 +117,12 @@ impl<M: ManageConnection, R: Runtime> Future for Checkout<'_, M, R> {
                     },
                 };
                 match shared.start_cycle(inner, now, own, spare, cx) {
-                    Ok(outcome) => {
+                    Started::Done(outcome) => {
                         self.state = State::Done;
                         Poll::Ready(outcome)
                     }
-                    Err(queued) => {
-                        self.state = State::Queued(queued.0, queued.1);
+                    Started::Queued(id, slot) => {
+                        self.state = State::Queued(id, slot);
                         Poll::Pending
                     }
                 }
@@ -177,9 +185,8 @@ impl<M: ManageConnection, R: Runtime> Drop for Checkout<'_, M, R> {
 
 impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     /// The rest of a checkout's first input when it left more than its own
-    /// connection (`own`): the full cycle (drain, unlock, perform). Returns
-    /// the checkout's outcome if this input decided it, else the waiter it
-    /// is queued as and its slot (`spare` if one was made before the lock).
+    /// connection (`own`): the full cycle (drain, unlock, perform). Its
+    /// slot, if it waits, is `spare` when one was made before the lock.
     fn start_cycle(
         &self,
         mut inner: Locked<'_, M::Connection>,
@@ -187,7 +194,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         mut own: OwnCheckout<M::Connection>,
         spare: Option<SharedSlot<M::Connection>>,
         cx: &Context<'_>,
-    ) -> Result<Result<Pooled<M::Connection>, CheckOutError>, (WaiterId, SharedSlot<M::Connection>)> {
+    ) -> Started<M::Connection> {
         let mut deferred = Deferred::default();
         self.finish(&mut inner, now, &mut deferred, &mut own, usize::MAX);
         // Completed among this input's own outputs: no slot. Otherwise it
@@ -199,9 +206,10 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         });
         drop(inner);
         self.perform(deferred);
-        match own.outcome {
-            Some(outcome) => Ok(outcome),
-            None => Err(queued.expect("a checkout not served at once has a slot")),
+        match (own.outcome, queued) {
+            (Some(outcome), _) => Started::Done(outcome),
+            (None, Some((id, slot))) => Started::Queued(id, slot),
+            (None, None) => unreachable!("a checkout not served at once has a slot"),
         }
     }
 }
