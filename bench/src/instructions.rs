@@ -113,6 +113,7 @@ fn subjects() -> Vec<Subject> {
         subject_async::<deadpool::Deadpool>(),
         subject_async::<cmap_tokio::CmapTokio>(),
         subject_async::<cmap_tokio::CmapTokioEvents>(),
+        subject_async::<cmap_tokio::CmapTokioChecks>(),
         subject_async::<cmap_tokio::CmapTokioResets>(),
         subject_async::<cmap_tokio::CmapTokioRecorder>(),
         subject_async::<cmap_async_std::CmapSmol>(),
@@ -365,6 +366,7 @@ const FLOOR_BLOCKING: &str = "floor-blocking";
 const R2D2: &str = "r2d2";
 const TOKIO: &str = "cmap-tokio";
 const EVENTS: &str = "cmap-tokio+events";
+const CHECKS: &str = "cmap-tokio+checks";
 const RESETS: &str = "cmap-tokio+resets";
 const RECORDER: &str = "cmap-tokio+recorder";
 const SMOL: &str = "cmap-async-std/smol";
@@ -406,7 +408,7 @@ fn cell(m: &Measured, pool: &str, family: Family, regime: Regime) -> String {
     if !r.is_empty() {
         let _ = write!(s, " ({r})");
     }
-    if pool == EVENTS || pool == RESETS {
+    if pool == EVENTS || pool == CHECKS || pool == RESETS {
         if let Some(plain) = m.get(TOKIO, regime) {
             let _ = write!(
                 s,
@@ -465,6 +467,8 @@ pub fn markdown(m: &Measured, args: &[String]) -> String {
     let show = |r: Option<f64>| r.map_or("—".to_owned(), |r| format!("{r:.2}×"));
     let ev_a = per_event(m, Regime::A);
     let ev_b = per_event(m, Regime::B);
+    let ch_a = extra_cost(m, CHECKS, Regime::A);
+    let ch_b = extra_cost(m, CHECKS, Regime::B);
     let re_a = extra_cost(m, RESETS, Regime::A);
     let re_b = extra_cost(m, RESETS, Regime::B);
     let rec_a = extra_cost(m, RECORDER, Regime::A);
@@ -485,9 +489,11 @@ pub fn markdown(m: &Measured, args: &[String]) -> String {
     };
     let _ = writeln!(
         out,
-        "Derived: a counting `on_event` subscriber costs {} in (a), {} in (b); the manager's default `RESETS = true` with a no-op `reset` costs {} instructions per cycle in (a), {} in (b).\n",
+        "Derived: a counting `on_event` subscriber costs {} in (a), {} in (b); the manager's default `CHECKS = true` with a no-op `check` costs {} instructions per cycle in (a), {} in (b); its default `RESETS = true` with a no-op `reset` costs {} in (a), {} in (b).\n",
         show_event(ev_a),
         show_event(ev_b),
+        ch_a.map_or("—".to_owned(), signed),
+        ch_b.map_or("—".to_owned(), signed),
         re_a.map_or("—".to_owned(), signed),
         re_b.map_or("—".to_owned(), signed),
     );

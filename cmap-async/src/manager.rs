@@ -14,7 +14,7 @@ use cmap_core::{Address, EstablishErrorKind, ServiceId};
 /// | hook | when | on failure |
 /// | --- | --- | --- |
 /// | [`connect`](ManageConnection::connect) | the core asks for a connection (a checkout needs one, or `minPoolSize`) | as [`classify`](ManageConnection::classify) says: a network failure (labelled `SystemOverloadedError`) leaves the pool ready and retrying with backoff while checkouts keep waiting; any other failure fails the checkout that asked with `ConnectionError` and clears the pool |
-/// | [`check`](ManageConnection::check) | before a connection is handed out | it is closed and the checkout tries another one |
+/// | [`check`](ManageConnection::check) | before a connection is handed out (unless [`CHECKS`](ManageConnection::CHECKS) is `false`) | it is closed and the checkout tries another one |
 /// | [`is_broken`](ManageConnection::is_broken) | when a guard is dropped | it is closed (reason `error`) instead of being pooled |
 /// | [`reset`](ManageConnection::reset) | after `is_broken`, before it is pooled again (unless [`RESETS`](ManageConnection::RESETS) is `false`), bounded by the builder's `reset_timeout` | it is closed (reason `error`) |
 /// | [`service_id`](ManageConnection::service_id) | right after `connect`, in load-balanced mode | - |
@@ -112,6 +112,14 @@ pub trait ManageConnection: Send + Sync + 'static {
         let _ = deadline;
         self.check(conn)
     }
+
+    /// Whether [`check`](ManageConnection::check) does anything (default:
+    /// `true`). A manager that keeps the default `check` (and
+    /// `check_until`) can say `false`: a checkout then hands the connection
+    /// out as the pool gives it, with no check future, no deadline timer
+    /// and no panic guard (about a tenth of an uncontended checkout's
+    /// cost). With `false`, neither `check` nor `check_until` is called.
+    const CHECKS: bool = true;
 
     /// Whether [`reset`](ManageConnection::reset) does anything (default:
     /// `true`). A manager that keeps the default `reset` can say `false`:

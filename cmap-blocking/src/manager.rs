@@ -103,6 +103,12 @@ pub trait ManageConnection: Send + Sync + 'static {
         self.check(conn)
     }
 
+    /// Whether [`check`](Self::check) does anything (default: `true`). A
+    /// manager that keeps the default `check` (and `check_within`) can say
+    /// `false`: a checkout then hands the connection out without calling
+    /// either. See [`cmap_async::ManageConnection::CHECKS`].
+    const CHECKS: bool = true;
+
     /// Whether [`reset`](ManageConnection::reset) does anything (default:
     /// `true`). A manager that keeps the default `reset` can say `false`:
     /// a returned connection then goes straight back to the pool without
@@ -171,6 +177,7 @@ impl<M> Deref for SyncManager<M> {
 impl<M: ManageConnection> cmap_async::ManageConnection for SyncManager<M> {
     type Connection = M::Connection;
     type Error = M::Error;
+    const CHECKS: bool = M::CHECKS;
     const RESETS: bool = M::RESETS;
 
     fn connect(&self) -> impl Future<Output = Result<M::Connection, M::Error>> + Send {

@@ -293,6 +293,38 @@ fn a_failed_check_fails_a_new_connection_and_discards_an_idle_one() {
     assert_eq!(pool.get().unwrap().n, 3);
 }
 
+/// A synchronous manager that says it does not check (`CHECKS = false`)
+/// is never checked: its failing check would fail the first checkout and
+/// close the idle connection of the second.
+#[test]
+fn a_sync_manager_that_does_not_check_is_never_checked() {
+    struct Unchecked(SyncFake);
+    impl cmap_blocking::ManageConnection for Unchecked {
+        type Connection = cmap_testkit::Conn;
+        type Error = FakeError;
+        const CHECKS: bool = false;
+        fn classify(&self, error: &FakeError) -> cmap_blocking::EstablishErrorKind {
+            self.0.classify(error)
+        }
+        fn connect(&self) -> Result<Self::Connection, FakeError> {
+            self.0.connect()
+        }
+        fn check(&self, conn: &mut Self::Connection) -> Result<(), FakeError> {
+            self.0.check(conn)
+        }
+    }
+    let m = SyncFake::default();
+    m.check_fails.store(true, Ordering::SeqCst);
+    let pool = cmap_blocking::Pool::builder()
+        .address("fake:27017")
+        .max_pool_size(1)
+        .build(Unchecked(m.clone()))
+        .unwrap();
+    assert_eq!(pool.get().unwrap().n, 1);
+    assert_eq!(pool.get().unwrap().n, 1, "reused, not closed");
+    assert_eq!(pool.stats().returns_bad, 0);
+}
+
 /// The synchronous hooks run on other threads or inside the async
 /// driver; a panic in any of them loses nothing (the async scenarios of
 /// `async_pool.rs` cover each hook in depth).

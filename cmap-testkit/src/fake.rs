@@ -249,6 +249,29 @@ impl<R: Runtime> ManageConnection for Fake<R> {
     }
 }
 
+/// [`Fake`], saying it does not check (`CHECKS = false`) while its
+/// `check` still follows the fake's knobs: a checkout that called it
+/// anyway would see a failing check.
+pub struct Unchecked<R>(pub Fake<R>);
+
+impl<R: Runtime> ManageConnection for Unchecked<R> {
+    type Connection = Conn;
+    type Error = FakeError;
+    const CHECKS: bool = false;
+
+    fn connect(&self) -> impl Future<Output = Result<Conn, FakeError>> + Send {
+        self.0.connect()
+    }
+
+    fn classify(&self, error: &FakeError) -> EstablishErrorKind {
+        self.0.classify(error)
+    }
+
+    fn check(&self, conn: &mut Conn) -> impl Future<Output = Result<(), FakeError>> + Send {
+        self.0.check(conn)
+    }
+}
+
 /// Collects event names, in delivery order.
 #[derive(Clone, Default)]
 pub struct Names(pub Arc<Mutex<Vec<&'static str>>>);

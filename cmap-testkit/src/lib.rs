@@ -34,7 +34,7 @@ pub mod rt;
 pub mod scenarios;
 pub mod stress;
 
-pub use fake::{Conn, Fake, FakeError, Names, State};
+pub use fake::{Conn, Fake, FakeError, Names, State, Unchecked};
 
 /// The pool of [`Fake`] connections on runtime `R`.
 pub type FakePool<R> = cmap_async::Pool<Fake<R>, R>;
@@ -89,6 +89,7 @@ macro_rules! pool_scenarios {
             connect_timeout_fails_the_checkout,
             a_slow_reset_runs_in_a_task_before_check_in,
             a_failed_check_discards_the_idle_connection_and_tries_another,
+            a_manager_that_does_not_check_is_never_checked,
             a_get_dropped_during_its_check_closes_the_connection,
             min_pool_size_is_kept_in_the_background,
             a_dropped_pool_closes_and_its_tasks_end,

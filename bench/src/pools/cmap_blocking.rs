@@ -16,7 +16,9 @@ impl ManageConnection for Manager {
         let _ = never;
         cmap_blocking::EstablishErrorKind::Other
     }
-    // The default `reset` (none): returns skip it, as the other pools' do.
+    // The default `check` and `reset` (none): checkouts and returns skip
+    // them, as the other pools skip theirs.
+    const CHECKS: bool = false;
     const RESETS: bool = false;
 
     fn connect(&self) -> Result<Conn, Never> {

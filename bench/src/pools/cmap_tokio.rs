@@ -1,7 +1,8 @@
 //! cmap-tokio, with the shared options of `cmap_async.rs`, and the
 //! variants `bench instructions` compares it with: a subscriber that
-//! counts every event (the event path's cost), the manager's default
-//! `RESETS = true` with a no-op reset, and the flight recorder on.
+//! counts every event (the event path's cost), the manager trait's default
+//! `CHECKS = true` with a no-op check and `RESETS = true` with a no-op
+//! reset, and the flight recorder on.
 
 use std::future::Future;
 use std::sync::atomic::Ordering;
@@ -26,7 +27,7 @@ enum Extra {
 /// its segments roll (and snapshot the pool) a few times per measurement.
 const RECORDER_CAPACITY: usize = 100_000;
 
-fn build<const RS: bool>(setup: &Setup, extra: Extra) -> Pool<Manager<RS>> {
+fn build<const RS: bool, const CS: bool>(setup: &Setup, extra: Extra) -> Pool<Manager<RS, CS>> {
     let (mut builder, manager) = configured(setup);
     match extra {
         Extra::Nothing => {}
@@ -44,17 +45,17 @@ fn build<const RS: bool>(setup: &Setup, extra: Extra) -> Pool<Manager<RS>> {
 }
 
 /// One variant: its type, its name in the tables, whether its manager
-/// resets, and what it adds.
+/// resets and checks, and what it adds.
 macro_rules! variant {
-    ($(#[$doc:meta])* $ty:ident, $name:literal, resets: $resets:literal, $extra:expr) => {
+    ($(#[$doc:meta])* $ty:ident, $name:literal, resets: $resets:literal, checks: $checks:literal, $extra:expr) => {
         $(#[$doc])*
-        pub struct $ty(Pool<Manager<$resets>>);
+        pub struct $ty(Pool<Manager<$resets, $checks>>);
 
         impl AsyncPool for $ty {
             const NAME: &'static str = $name;
             const NATIVE_MIN: bool = true;
             type Rt = Tokio;
-            type Guard<'a> = PooledConnection<'a, Manager<$resets>>;
+            type Guard<'a> = PooledConnection<'a, Manager<$resets, $checks>>;
 
             fn build(setup: &Setup) -> impl Future<Output = Self> + Send {
                 std::future::ready($ty(build(setup, $extra)))
@@ -69,17 +70,21 @@ macro_rules! variant {
 
 variant!(
     /// The pool as its docs advise for speed.
-    CmapTokio, "cmap-tokio", resets: false, Extra::Nothing
+    CmapTokio, "cmap-tokio", resets: false, checks: false, Extra::Nothing
 );
 variant!(
     /// With a subscriber counting every event.
-    CmapTokioEvents, "cmap-tokio+events", resets: false, Extra::Events
+    CmapTokioEvents, "cmap-tokio+events", resets: false, checks: false, Extra::Events
 );
 variant!(
     /// With the manager trait's default `RESETS = true` (a no-op reset).
-    CmapTokioResets, "cmap-tokio+resets", resets: true, Extra::Nothing
+    CmapTokioResets, "cmap-tokio+resets", resets: true, checks: false, Extra::Nothing
+);
+variant!(
+    /// With the manager trait's default `CHECKS = true` (a no-op check).
+    CmapTokioChecks, "cmap-tokio+checks", resets: false, checks: true, Extra::Nothing
 );
 variant!(
     /// With the flight recorder on.
-    CmapTokioRecorder, "cmap-tokio+recorder", resets: false, Extra::Recorder
+    CmapTokioRecorder, "cmap-tokio+recorder", resets: false, checks: false, Extra::Recorder
 );

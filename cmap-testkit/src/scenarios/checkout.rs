@@ -10,7 +10,7 @@ use cmap_async::{GetError, PoolState, Runtime};
 
 use super::{pool_of, runtimes};
 use crate::rt::eventually;
-use crate::{builder, Names};
+use crate::{builder, Names, Unchecked};
 
 /// A connection is checked out, checked in before `drop` returns, and
 /// reused.
@@ -101,6 +101,26 @@ pub async fn a_failed_check_discards_the_idle_connection_and_tries_another<
     let c = pool.get().await.unwrap();
     assert_eq!(c.n, 3);
     assert_eq!(pool.stats().returns_bad, 2);
+}
+
+/// A manager that says it does not check (`CHECKS = false`) is never
+/// checked: a new connection and an idle one are handed out as they are,
+/// though their check would fail.
+pub async fn a_manager_that_does_not_check_is_never_checked<R: Runtime + Default, T: Runtime + Default>() {
+    let (m, _t) = runtimes::<R, T>();
+    m.check_fails.store(true, Ordering::SeqCst);
+    let pool = cmap_async::Pool::<_, R>::builder()
+        .address("fake:27017")
+        .max_pool_size(1)
+        .build(Unchecked(m.clone()))
+        .unwrap();
+    let c = pool.get().await.expect("a new connection, not checked");
+    assert_eq!(c.n, 1);
+    drop(c);
+    let c = pool.get().await.expect("the idle connection, not checked");
+    assert_eq!(c.n, 1, "reused, not closed");
+    drop(c);
+    assert_eq!(pool.stats().returns_bad, 0);
 }
 
 /// A `get()` dropped while its connection is under the manager's check
