@@ -4,7 +4,7 @@
 //!
 //! An adapter is a [`cmap_async::Runtime`] plus a way to run a future to
 //! completion on a plain OS thread ([`Adapter::block_on`]). The real-time
-//! engine (`realtime.rs`) and the logging tests (`logging_suite.rs`) are
+//! engine (`realtime.rs`) and the logging tests (`logging_suite/`) are
 //! generic over it, so another runtime plugs in with a dependency and a
 //! dozen lines here, and two lines in [`AdapterKind`].
 
