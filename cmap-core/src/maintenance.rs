@@ -196,7 +196,10 @@ impl<C> Pool<C> {
     /// matters now. `None`: nothing is scheduled.
     pub fn poll_timeout(&self) -> Option<Instant> {
         // Called after every input: the common case (a ready pool, nobody
-        // waiting, no backoff) costs a few comparisons.
+        // waiting, no backoff) is the next background run alone.
+        if self.state == PoolState::Ready && self.queue.is_empty() && !self.backoff.is_active() {
+            return self.next_run;
+        }
         let mut next = earliest(self.queue.next_deadline(), self.next_run);
         if self.state == PoolState::Paused {
             next = earliest(next, self.backoff.auto_ready_at);

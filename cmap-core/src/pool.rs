@@ -498,7 +498,11 @@ impl<C> Pool<C> {
             interrupted: false,
         });
         let duration = self.since(started_at);
-        self.hot.wait_time += duration;
+        // Zero for most checkouts (served in the input that started them):
+        // no addition then.
+        if !duration.is_zero() {
+            self.hot.wait_time += duration;
+        }
         self.emit(|p| Event::ConnectionCheckedOut {
             address: p.address.clone(),
             connection_id: meta.id,
@@ -558,7 +562,10 @@ impl<C> Pool<C> {
     }
 
     fn forget_in_use(&mut self, meta: &Meta) -> InUse {
-        self.hot.usage_time += self.since(meta.checked_out_at);
+        let used = self.since(meta.checked_out_at);
+        if !used.is_zero() {
+            self.hot.usage_time += used;
+        }
         // A `Pooled` is unique and carries its slot, so this cannot miss.
         self.conns
             .take_in_use(meta.slot, meta.id)
