@@ -107,13 +107,13 @@ pub enum RecordingError {
 
 impl Recording {
     pub(crate) fn of(recorder: &Recorder) -> Option<Recording> {
-        let first = recorder.segments.front()?;
+        let first = recorder.segments().next()?;
         Some(Recording {
             incident: recorder.incident.clone(),
             snapshot: first.snapshot.clone(),
             entries: Some(Entries {
                 base: recorder.base,
-                segments: recorder.segments.iter().cloned().collect(),
+                segments: recorder.segments().cloned().collect(),
             }),
             lines: OnceLock::new(),
         })

@@ -19,7 +19,6 @@ pub(crate) mod codec;
 mod file;
 mod replay;
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -255,8 +254,12 @@ pub(crate) struct Recorder {
     /// Entries a segment holds before the next one starts (`usize::MAX`:
     /// one segment for ever, as a replay keeps).
     half: usize,
-    /// At most two; empty until the first snapshot.
-    pub(crate) segments: VecDeque<Segment>,
+    /// The segment before `current`, once there has been one.
+    previous: Option<Segment>,
+    /// Where entries go; `None` until the first snapshot. Two fields
+    /// rather than a ring: an input reaches its segment without index
+    /// arithmetic.
+    current: Option<Segment>,
     /// Why the recording stopped: the pool failed its invariant check.
     pub(crate) incident: Option<String>,
 }
@@ -265,7 +268,7 @@ impl Recorder {
     /// Whether a new segment is due before the next input.
     #[inline]
     fn roll_due(&self) -> bool {
-        self.incident.is_none() && self.segments.back().is_none_or(|s| s.entries.len() >= self.half)
+        self.incident.is_none() && self.current.as_ref().is_none_or(|s| s.entries.len() >= self.half)
     }
 
     /// Where entries go now, if anywhere.
@@ -273,7 +276,7 @@ impl Recorder {
     fn current(&mut self) -> Option<&mut Segment> {
         match self.incident {
             Some(_) => None,
-            None => self.segments.back_mut(),
+            None => self.current.as_mut(),
         }
     }
 
@@ -282,17 +285,23 @@ impl Recorder {
         Recorder {
             base,
             half: usize::MAX,
-            segments: VecDeque::from([Segment::new(serde_json::Value::Null, 0)]),
+            previous: None,
+            current: Some(Segment::new(serde_json::Value::Null, 0)),
             incident: None,
         }
+    }
+
+    /// The segments held, oldest first.
+    pub(crate) fn segments(&self) -> impl Iterator<Item = &Segment> {
+        self.previous.iter().chain(&self.current)
     }
 
     /// The replay's own entries since the last call, as lines; forgets them.
     pub(crate) fn take_lines(&mut self) -> Vec<file::Line> {
         let base = self.base;
         let segment = self
-            .segments
-            .back_mut()
+            .current
+            .as_mut()
             .expect("a replay's recorder has its segment");
         let lines = codec::with_base(base, || segment.lines().collect());
         segment.clear();
@@ -310,7 +319,8 @@ impl<C> Pool<C> {
         self.recorder = Some(Box::new(Recorder {
             base: now,
             half: capacity.max(MIN_CAPACITY) / 2,
-            segments: VecDeque::new(),
+            previous: None,
+            current: None,
             incident: None,
         }));
         if !self.has_pending_outputs() {
@@ -434,12 +444,8 @@ impl<C> Pool<C> {
         });
         match snapshot {
             Ok(snapshot) => {
-                recorder
-                    .segments
-                    .push_back(Segment::new(snapshot, recorder.half.min(1 << 16)));
-                if recorder.segments.len() > 2 {
-                    recorder.segments.pop_front();
-                }
+                let next = Segment::new(snapshot, recorder.half.min(1 << 16));
+                recorder.previous = recorder.current.replace(next);
             }
             Err(why) => recorder.incident = Some(why),
         }
