@@ -20,6 +20,9 @@
 //!   messages, and the transcript a pool must log.
 //! - [`recorder`]: a `metrics` recorder that keeps every value.
 //! - [`echo`]: the echo server and printing the examples share.
+//! - [`postgres`]: the pool against a real PostgreSQL server, one check
+//!   per `async fn`, generic over the client and the runtimes; the
+//!   [`postgres_checks!`] macro turns them into `#[test]`s.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -29,6 +32,7 @@ mod flight;
 pub mod logs;
 mod operations;
 mod panic_safety;
+pub mod postgres;
 pub mod recorder;
 pub mod rt;
 pub mod scenarios;

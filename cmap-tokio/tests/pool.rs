@@ -7,18 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use cmap_tokio::TokioRuntime;
-use common::{builder, Fake};
-
-/// A multi-threaded runtime with two workers, as `#[tokio::test(flavor =
-/// "multi_thread", worker_threads = 2)]` builds, running `future`.
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(future)
-}
+use common::{block_on, builder, Fake};
 
 cmap_testkit::pool_scenarios!(pool: TokioRuntime, tasks: TokioRuntime, block_on: block_on);
 

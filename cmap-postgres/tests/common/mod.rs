@@ -2,21 +2,10 @@
 //! configuration.
 #![allow(dead_code)]
 
-use std::io::Write as _;
 use std::time::Duration;
 
-/// Whether the server tests run; says why not, past the test harness's
-/// output capture.
-pub fn server_tests_enabled(test: &str) -> bool {
-    if std::env::var("CMAP_PG_TESTS").as_deref() == Ok("1") {
-        return true;
-    }
-    let _ = writeln!(
-        std::io::stderr(),
-        "skipping {test}: set CMAP_PG_TESTS=1 to run it against PostgreSQL at 127.0.0.1:5432"
-    );
-    false
-}
+/// Whether the server tests run (`CMAP_PG_TESTS=1`); says why not.
+pub use cmap_testkit::postgres::server_tests_enabled;
 
 /// The project's server: 127.0.0.1:5432, user postgres (trust), database
 /// test.
