@@ -60,8 +60,16 @@ pub(crate) struct Backoff {
 }
 
 impl Backoff {
+    /// A connection was established: the failures and their backoff end.
+    /// A return to ready that a failure scheduled stays: the success does
+    /// not mark the pool ready (the connection may predate the clear), and
+    /// a pool paused by its own failure reaction would otherwise stay
+    /// paused with nothing left to wake it.
     pub(crate) fn on_success(&mut self) {
-        *self = Backoff::default();
+        *self = Backoff {
+            auto_ready_at: self.auto_ready_at,
+            ..Backoff::default()
+        };
     }
 
     /// Whether a backoff holds connections back at all.

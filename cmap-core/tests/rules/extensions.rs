@@ -81,6 +81,48 @@ fn reconnect_backoff_re_readies_and_gives_up_loudly() {
     assert_eq!(h.pool.state(), PoolState::Paused);
 }
 
+/// A pool paused by its own failure reaction (a non-network failure
+/// clears it) marks itself ready at the end of the backoff, even when a
+/// connection started before the failure succeeds meanwhile: the success
+/// ends the backoff, not the scheduled return to ready, or the pool would
+/// stay paused with nothing to wake it.
+#[test]
+fn a_success_after_a_clearing_failure_keeps_the_pools_return_to_ready() {
+    let policy = Reconnect {
+        initial_delay: Duration::from_millis(100),
+        max_delay: Duration::from_secs(10),
+        ..Reconnect::default()
+    };
+    let options = opts()
+        .maintenance_interval(None)
+        .reconnect(Some(policy))
+        .max_connecting(2)
+        .build()
+        .unwrap();
+    let mut h = Harness::ready(options);
+    h.check_out();
+    h.check_out();
+    h.drain();
+    let (failed, succeeded) = (h.establishing[0], h.establishing[1]);
+    let refused = cmap_core::EstablishError::other(std::io::Error::other("terminating connection"));
+    h.pool.handle_establish_failed(h.now, failed, refused).unwrap();
+    h.drain();
+    assert_eq!(h.pool.state(), PoolState::Paused, "cleared by the failure");
+    h.pool
+        .handle_established(h.now, succeeded, Conn(2), None)
+        .unwrap();
+    h.drain();
+    let wake = h
+        .pool
+        .poll_timeout()
+        .expect("the return to ready is still scheduled");
+    assert!(wake - h.now <= Duration::from_millis(100), "{:?}", wake - h.now);
+    h.now = wake;
+    h.pool.handle_timeout(h.now);
+    h.drain();
+    assert_eq!(h.pool.state(), PoolState::Ready, "the pool readied itself");
+}
+
 #[test]
 fn detach_takes_the_connection_out_of_the_pool() {
     let mut h = Harness::ready(opts().max_pool_size(1).build().unwrap());
