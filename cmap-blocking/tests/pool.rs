@@ -10,7 +10,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use cmap_blocking::{CheckOutError, ConnectTimeoutError, GetError, Hook, PoolState};
+use cmap_blocking::{CheckOutError, GetError, Hook, PoolState};
 use cmap_testkit::scenarios::TWO_CHECKOUTS_THEN_CLOSE;
 use cmap_testkit::{FakeError, Names};
 use common::{builder, eventually, SyncFake};
@@ -226,16 +226,7 @@ fn a_hanging_connect_is_given_up_at_the_connect_timeout() {
         took >= Duration::from_millis(50) && took < Duration::from_millis(150),
         "{took:?}"
     );
-    let timeout = err
-        .connection_error()
-        .unwrap()
-        .downcast_ref::<ConnectTimeoutError>();
-    assert_eq!(
-        timeout,
-        Some(&ConnectTimeoutError {
-            after: Duration::from_millis(50)
-        })
-    );
+    cmap_testkit::assert_connect_timed_out(&err, Duration::from_millis(50));
     // Once the call returns, its late connection is dropped, not pooled.
     m.hang.store(false, Ordering::SeqCst);
     eventually("the late connection dropped", || {

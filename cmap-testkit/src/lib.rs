@@ -48,6 +48,20 @@ pub fn builder<R: cmap_async::Runtime>() -> cmap_async::PoolBuilder<Fake<R>, R> 
     cmap_async::Pool::builder().address("fake:27017")
 }
 
+/// Asserts that `err` failed its checkout because the connect made for it
+/// was given up at the builder's connect timeout, `after`.
+pub fn assert_connect_timed_out(err: &cmap_async::GetError, after: std::time::Duration) {
+    let timeout = err
+        .connection_error()
+        .expect("a connection error")
+        .downcast_ref::<cmap_async::ConnectTimeoutError>();
+    assert_eq!(
+        timeout,
+        Some(&cmap_async::ConnectTimeoutError { after }),
+        "{err:?}"
+    );
+}
+
 /// Whether an I/O error of `kind` is anywhere down the `source()` chain
 /// of `err` (a connect refused by the operating system, say, under the
 /// pool's and the driver's errors).

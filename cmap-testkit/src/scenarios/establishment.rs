@@ -6,11 +6,11 @@ use std::error::Error as _;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use cmap_async::{CheckOutError, ConnectTimeoutError, GetError, PoolState, Runtime};
+use cmap_async::{CheckOutError, GetError, PoolState, Runtime};
 
 use super::runtimes;
 use crate::rt::{eventually, sleep, spawn};
-use crate::{builder, FakeError};
+use crate::{assert_connect_timed_out, builder, FakeError};
 
 /// A refused connect (a network error: possibly overload) neither clears
 /// the pool nor fails the checkout at once: the checkout waits, and
@@ -143,15 +143,6 @@ pub async fn connect_timeout_fails_the_checkout<R: Runtime + Default, T: Runtime
     let t0 = Instant::now();
     let err = pool.get().await.unwrap_err();
     assert!(t0.elapsed() >= Duration::from_millis(50));
-    let timeout = err
-        .connection_error()
-        .unwrap()
-        .downcast_ref::<ConnectTimeoutError>();
-    assert_eq!(
-        timeout,
-        Some(&ConnectTimeoutError {
-            after: Duration::from_millis(50)
-        })
-    );
+    assert_connect_timed_out(&err, Duration::from_millis(50));
     assert!(err.has_label("SystemOverloadedError"), "a network timeout");
 }
