@@ -9,7 +9,7 @@
 //! The pieces are kept apart so that another engine (real time, against
 //! the runtime adapters) can reuse all but one:
 //!
-//! - [`format`]: the parsed test file; [`pool_options`]: its pool options;
+//! - [`format`](mod@format): the parsed test file; [`pool_options`]: its pool options;
 //! - [`endpoint`]: the failPoint applied to handshakes (decides, never
 //!   sleeps);
 //! - [`observe`]: events and errors in the JSON shape tests are written in;
