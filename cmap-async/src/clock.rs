@@ -41,6 +41,7 @@ impl CoarseNow {
 /// system clock ([`std::time::Instant::now`]).
 ///
 /// [`Runtime::now`]: crate::Runtime::now
+#[inline]
 pub fn system_coarse_now() -> CoarseNow {
     imp::now()
 }
@@ -112,6 +113,7 @@ mod imp {
         static LAST: Cell<Option<(Timespec, Instant)>> = const { Cell::new(None) };
     }
 
+    #[inline]
     pub(super) fn now() -> CoarseNow {
         let anchor = ANCHOR.get_or_init(Anchor::new);
         let ts = clock_gettime(ClockId::MonotonicCoarse);

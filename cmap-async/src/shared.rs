@@ -216,7 +216,14 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     /// cheap reading while no checkout waits (see `Runtime::now_coarse`),
     /// the precise one otherwise.
     pub(crate) fn read_clock(&self) -> CoarseNow {
-        if self.likely_to_wait() {
+        self.read_clock_for(self.likely_to_wait())
+    }
+
+    /// [`Shared::read_clock`] for a caller that already read the hint
+    /// (`likely_to_wait`).
+    #[inline]
+    pub(crate) fn read_clock_for(&self, likely_to_wait: bool) -> CoarseNow {
+        if likely_to_wait {
             CoarseNow::exact(self.rt.now())
         } else {
             self.rt.now_coarse()
