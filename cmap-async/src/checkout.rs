@@ -60,6 +60,7 @@ enum Limit {
 impl Limit {
     /// The deadline of a checkout that starts at `now`: never earlier than
     /// the precise clock would have put it.
+    #[inline]
     fn deadline(self, now: CoarseNow) -> Option<Instant> {
         match self {
             Limit::After(timeout) => timeout.and_then(|t| now.at.checked_add(t.checked_add(now.lag)?)),
@@ -69,7 +70,7 @@ impl Limit {
 }
 
 /// One checkout from the core.
-struct Checkout<'a, M: ManageConnection, R: Runtime> {
+pub(crate) struct Checkout<'a, M: ManageConnection, R: Runtime> {
     shared: &'a Shared<M, R>,
     limit: Limit,
     /// The newest connection the pool had asked for when it started (set
@@ -87,14 +88,19 @@ impl<M: ManageConnection, R: Runtime> Future for Checkout<'_, M, R> {
             State::Start => {
                 // Made outside the lock when this checkout will likely wait
                 // (dropped unused if it does not).
-                let spare = shared.likely_to_wait().then(|| new_slot(cx));
-                let read = shared.read_clock();
+                let likely_to_wait = shared.likely_to_wait();
+                let spare = likely_to_wait.then(|| new_slot(cx));
+                let read = shared.read_clock_for(likely_to_wait);
                 let mut inner = shared.lock();
                 let read = shared.begin(&mut inner, read, true);
                 let now = read.at;
                 let deadline = self.limit.deadline(read);
-                self.limit = Limit::Until(deadline);
-                self.issued_before = inner.last_issued;
+                if M::CHECKS {
+                    // For the check and the checkouts after a failed one
+                    // (`Shared::get`); nothing else reads them.
+                    self.limit = Limit::Until(deadline);
+                    self.issued_before = inner.last_issued;
+                }
                 let own = match inner.core.handle_check_out_direct(now, deadline) {
                     CheckOut::Ready(connection) => match shared.settle(inner) {
                         // Served, and nothing else to do: the common
@@ -160,6 +166,10 @@ fn new_slot<C>(cx: &Context<'_>) -> SharedSlot<C> {
 
 impl<M: ManageConnection, R: Runtime> Drop for Checkout<'_, M, R> {
     fn drop(&mut self) {
+        // Most checkouts end served (`Done`): nothing to write back then.
+        if !matches!(self.state, State::Queued(..)) {
+            return;
+        }
         let State::Queued(id, slot) = std::mem::replace(&mut self.state, State::Done) else {
             return;
         };
@@ -215,6 +225,17 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
 }
 
 impl<M: ManageConnection, R: Runtime> Shared<M, R> {
+    /// One checkout, with no check after it, waiting at most `timeout`
+    /// (`None`: no limit).
+    pub(crate) fn check_out(&self, timeout: Option<Duration>) -> Checkout<'_, M, R> {
+        Checkout {
+            shared: self,
+            limit: Limit::After(timeout),
+            issued_before: None,
+            state: State::Start,
+        }
+    }
+
     /// Checks out a connection that passes the manager's check, waiting at
     /// most `timeout` in all (`None`: no limit). The caller puts it in a
     /// guard.
@@ -300,13 +321,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     /// check, or `None` if none is (a checkout with a zero timeout: it
     /// starts no connection).
     pub(crate) async fn take_available(&self) -> Option<Pooled<M::Connection>> {
-        let checkout = Checkout {
-            shared: self,
-            limit: Limit::After(Some(Duration::ZERO)),
-            issued_before: None,
-            state: State::Start,
-        };
-        checkout.await.ok()
+        self.check_out(Some(Duration::ZERO)).await.ok()
     }
 
     /// The error of a checkout whose deadline passed during the manager's

@@ -116,7 +116,13 @@ impl<M: ManageConnection, R: Runtime> Pool<M, R> {
     ) -> impl Future<Output = Result<PooledConnection<'_, M>, GetError>> + Send + '_ {
         let shared = &*self.shared;
         async move {
-            let conn = shared.get(timeout).await?;
+            // A manager that does not check: the checkout future itself,
+            // without `Shared::get`'s around it.
+            let conn = if M::CHECKS {
+                shared.get(timeout).await?
+            } else {
+                shared.check_out(timeout).await?
+            };
             Ok(PooledConnection::borrowing(conn, shared, caller))
         }
     }
@@ -166,7 +172,11 @@ impl<M: ManageConnection, R: Runtime> Pool<M, R> {
         // not keep the pool open.
         let shared = self.shared.clone();
         async move {
-            let conn = shared.get(timeout).await?;
+            let conn = if M::CHECKS {
+                shared.get(timeout).await?
+            } else {
+                shared.check_out(timeout).await?
+            };
             Ok(PooledConnection::owning(conn, shared, caller))
         }
     }
