@@ -117,8 +117,9 @@ pub trait ManageConnection: Send + Sync + 'static {
     /// `true`). A manager that keeps the default `check` (and
     /// `check_until`) can say `false`: a checkout then hands the connection
     /// out as the pool gives it, with no check future, no deadline timer
-    /// and no panic guard (about a tenth of an uncontended checkout's
-    /// cost). With `false`, neither `check` nor `check_until` is called.
+    /// and no panic guard (about a fifth of an uncontended check out and
+    /// check in). With `false`, neither `check` nor `check_until` is
+    /// called.
     const CHECKS: bool = true;
 
     /// Whether [`reset`](ManageConnection::reset) does anything (default:
