@@ -228,9 +228,15 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     /// One checkout, with no check after it, waiting at most `timeout`
     /// (`None`: no limit).
     pub(crate) fn check_out(&self, timeout: Option<Duration>) -> Checkout<'_, M, R> {
+        self.checkout_within(Limit::After(timeout))
+    }
+
+    /// A checkout, not started yet, limited by `limit`.
+    #[inline]
+    fn checkout_within(&self, limit: Limit) -> Checkout<'_, M, R> {
         Checkout {
             shared: self,
-            limit: Limit::After(timeout),
+            limit,
             issued_before: None,
             state: State::Start,
         }
@@ -243,12 +249,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         let mut limit = Limit::After(timeout);
         let mut issued_before = None;
         loop {
-            let mut checkout = Checkout {
-                shared: self,
-                limit,
-                issued_before: None,
-                state: State::Start,
-            };
+            let mut checkout = self.checkout_within(limit);
             let pooled = (&mut checkout).await?;
             if !M::CHECKS {
                 // Nothing to check: handed out as it is.
