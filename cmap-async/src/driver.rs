@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::Waker;
 use std::time::Instant;
 
-use cmap_core::{Action, CheckOutError, ConnectionId, Output, Pool as Core, Pooled, WaiterId};
+use cmap_core::{Action, CheckOutError, ConnectionId, HandOver, Output, Pool as Core, Pooled, WaiterId};
 
 use crate::establish::Abort;
 use crate::events::{EventHub, Outbox};
@@ -138,7 +138,7 @@ impl<C> Deferred<'_, C> {
 
     /// Puts an outcome in its slot once the lock is released, after the
     /// outcomes before it.
-    fn fill(&mut self, (slot, outcome): SlotFill<C>) {
+    pub(crate) fn fill(&mut self, (slot, outcome): SlotFill<C>) {
         let first = self.served.is_none() && self.rare.as_ref().is_none_or(|rare| rare.fills.is_empty());
         match outcome {
             Ok(connection) if first => self.served = Some((slot, connection)),
@@ -306,15 +306,49 @@ impl<C> Inner<C> {
         }
     }
 
-    /// Gives a connection back to the core (its drain follows).
-    pub(crate) fn check_in(&mut self, now: Instant, connection: Pooled<C>, interrupts: &Interrupts) {
+    /// Gives a connection back to the core (its drain follows). When the
+    /// core hands it straight to the oldest waiter, returns that waiter's
+    /// slot with it, taken out of `waiters` (so no later input can cancel
+    /// or complete it), to fill once the lock is released and the input's
+    /// events are out.
+    #[inline]
+    pub(crate) fn check_in(
+        &mut self,
+        now: Instant,
+        connection: Pooled<C>,
+        interrupts: &Interrupts,
+    ) -> Option<(SharedSlot<C>, Pooled<C>)> {
         interrupts.forget(connection.id());
-        // A connection of this pool is never refused.
-        let refused = self.core.handle_check_in(now, connection).is_err();
-        debug_assert!(
-            !refused,
-            "a connection came back to a pool that did not create it"
-        );
+        match self.core.handle_check_in_direct(now, connection) {
+            // Pooled (or closed): the common check-in of a pool nobody
+            // waits on.
+            Ok(None) => None,
+            Ok(Some(handed)) => self.hand_over(now, handed),
+            // A connection of this pool is never refused.
+            Err(refused) => {
+                debug_assert!(
+                    false,
+                    "a connection came back to a pool that did not create it: {refused:?}"
+                );
+                None
+            }
+        }
+    }
+
+    /// The waiter's slot for a connection the core handed it (see
+    /// `check_in`). Out of line: only a busy pool's check-ins come here.
+    #[inline(never)]
+    fn hand_over(&mut self, now: Instant, handed: HandOver<C>) -> Option<(SharedSlot<C>, Pooled<C>)> {
+        let HandOver { waiter, connection } = handed;
+        match self.waiters.remove(&waiter) {
+            Some(slot) => Some((slot, connection)),
+            // Every queued checkout has a slot (see `complete`); if one had
+            // none, the connection goes back, and nothing is lost.
+            None => {
+                let _ = self.core.handle_check_in(now, connection);
+                None
+            }
+        }
     }
 
     /// Whether the timer task must be woken: the core's deadline moved

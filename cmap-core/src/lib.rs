@@ -149,7 +149,7 @@ pub use event::{CheckOutFailedReason, ClosedReason, Event};
 pub use id_deque::IdDeque;
 pub use options::{EstablishFailure, PoolOptions, PoolOptionsBuilder, Reconnect};
 pub use output::{Action, Output};
-pub use pool::{CheckOut, Clear, Pool, PoolState};
+pub use pool::{CheckOut, Clear, HandOver, Pool, PoolState};
 #[cfg(feature = "recorder")]
 pub use recorder::{Recording, RecordingError, Replay, ReplayError, Seconds, Step};
 pub use stats::{Stats, Status};

@@ -214,7 +214,20 @@ pub enum CheckOut<C> {
     Later(WaiterId),
 }
 
-/// How a checkout served at once gets its connection.
+/// A connection that [`Pool::handle_check_in_direct`] handed straight to
+/// the oldest queued checkout: it is checked out to `waiter`, and no
+/// `Deliver` action follows for it.
+#[derive(Debug)]
+#[must_use = "the connection is checked out to the waiter: deliver it (or check it in again)"]
+pub struct HandOver<C> {
+    /// The queued checkout that gets the connection.
+    pub waiter: WaiterId,
+    /// The connection, checked out to `waiter`.
+    pub connection: Pooled<C>,
+}
+
+/// How a checkout served at once (or a check-in handing its connection to
+/// the oldest waiter) passes the connection on.
 #[derive(Clone, Copy)]
 pub(crate) enum Serve {
     /// In an `Action::Deliver`.
@@ -352,6 +365,40 @@ impl<C> Pool<C> {
     /// [`CheckInError::WrongPool`] for a connection another pool created;
     /// it is handed back in the error, and nothing changes.
     pub fn handle_check_in(&mut self, now: Instant, connection: Pooled<C>) -> Result<(), CheckInError<C>> {
+        let handed = self.check_in(now, connection, Serve::ByAction)?;
+        debug_assert!(
+            handed.is_none(),
+            "served by action, a hand-over is never returned"
+        );
+        Ok(())
+    }
+
+    /// [`handle_check_in`](Self::handle_check_in) for a driver that
+    /// completes waiters itself: when the connection goes to the oldest
+    /// queued checkout, it is returned here as a [`HandOver`] instead of
+    /// an `Action::Deliver` (which spares the common hand-over of a busy
+    /// pool a trip through the output queue). Its events, and every other
+    /// output of the input, are queued as usual. `Ok(None)`: the
+    /// connection was pooled or closed.
+    ///
+    /// # Errors
+    ///
+    /// [`CheckInError::WrongPool`] for a connection another pool created;
+    /// it is handed back in the error, and nothing changes.
+    pub fn handle_check_in_direct(
+        &mut self,
+        now: Instant,
+        connection: Pooled<C>,
+    ) -> Result<Option<HandOver<C>>, CheckInError<C>> {
+        self.check_in(now, connection, Serve::Directly)
+    }
+
+    fn check_in(
+        &mut self,
+        now: Instant,
+        connection: Pooled<C>,
+        serve: Serve,
+    ) -> Result<Option<HandOver<C>>, CheckInError<C>> {
         if connection.meta.pool != self.id {
             return Err(CheckInError::WrongPool(connection));
         }
@@ -368,7 +415,7 @@ impl<C> Pool<C> {
             // interrupted: by a clear, or by forcing a closed pool's
             // connections (`shutdown.rs`).
             self.dispose(meta.id, conn, ClosedReason::Stale);
-            return Ok(());
+            return Ok(None);
         }
         let reason = if self.state == PoolState::Closed {
             Some(ClosedReason::PoolClosed)
@@ -387,18 +434,19 @@ impl<C> Pool<C> {
                     self.note_size();
                 }
                 self.serve_queue();
+                Ok(None)
             }
             None => {
                 meta.last_used = self.now;
                 let available = Available { meta, conn };
                 if self.queue.is_empty() || self.state != PoolState::Ready {
                     self.conns.push_available(available);
+                    Ok(None)
                 } else {
-                    self.hand_to_queue(available);
+                    Ok(self.hand_to_queue(available, serve))
                 }
             }
         }
-        Ok(())
     }
 
     /// Takes a checked-out connection out of the pool for good: it stops
@@ -488,7 +536,7 @@ impl<C> Pool<C> {
 
     /// Marks an available connection in use by a checkout that started at
     /// `started_at`, and emits its `ConnectionCheckedOut`.
-    fn hand_out(&mut self, started_at: Instant, available: Available<C>) -> Pooled<C> {
+    pub(crate) fn hand_out(&mut self, started_at: Instant, available: Available<C>) -> Pooled<C> {
         let Available { mut meta, conn } = available;
         meta.checked_out_at = self.now;
         meta.slot = self.conns.insert_in_use(InUse {

@@ -11,7 +11,7 @@ use crate::connection_set::Available;
 use crate::error::{CheckOutError, TimeoutContext, UsageError};
 use crate::event::{CheckOutFailedReason, ClosedReason, Event};
 use crate::output::Action;
-use crate::pool::{Pool, PoolState};
+use crate::pool::{HandOver, Pool, PoolState, Serve};
 use crate::wait_queue::Waiter;
 
 impl<C> Pool<C> {
@@ -40,13 +40,30 @@ impl<C> Pool<C> {
     /// serving the queue (the available stack is last in, first out, so
     /// that serves this very connection first), without the push, the pop
     /// and a second perish check.
-    pub(crate) fn hand_to_queue(&mut self, available: Available<C>) {
+    /// Served `Directly`, the connection is returned as a [`HandOver`]
+    /// (recorded as the `Deliver` it stands for) instead of queued.
+    pub(crate) fn hand_to_queue(&mut self, available: Available<C>, serve: Serve) -> Option<HandOver<C>> {
         let Some((id, waiter)) = self.queue.pop_front() else {
-            return self.conns.push_available(available);
+            self.conns.push_available(available);
+            return None;
         };
         self.forget_request_of(&waiter);
-        self.deliver(id, waiter.started_at, available);
+        let handed = match serve {
+            Serve::ByAction => {
+                self.deliver(id, waiter.started_at, available);
+                None
+            }
+            Serve::Directly => {
+                let connection = self.hand_out(waiter.started_at, available);
+                record!(self.record_delivered(id, connection.id()));
+                Some(HandOver {
+                    waiter: id,
+                    connection,
+                })
+            }
+        };
         self.serve_queue();
+        handed
     }
 
     /// The rest of `advance`, when someone is queued or a backoff runs;

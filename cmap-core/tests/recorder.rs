@@ -16,22 +16,49 @@ use support::{origin, Conn};
 /// One thing a driver may do.
 #[derive(Debug, Clone)]
 enum Op {
-    CheckOut { direct: bool, deadline_ms: Option<u64> },
-    CheckIn { pick: usize, errored: bool },
-    Detach { pick: usize },
-    Establish { pick: usize, ok: bool, network: bool },
-    Cancel { pick: usize },
-    Clear { interrupt: bool },
+    CheckOut {
+        direct: bool,
+        deadline_ms: Option<u64>,
+    },
+    /// `direct`: through `handle_check_in_direct`, whose hand-over the
+    /// recording must keep as the `Deliver` a replay makes.
+    CheckIn {
+        pick: usize,
+        errored: bool,
+        direct: bool,
+    },
+    Detach {
+        pick: usize,
+    },
+    Establish {
+        pick: usize,
+        ok: bool,
+        network: bool,
+    },
+    Cancel {
+        pick: usize,
+    },
+    Clear {
+        interrupt: bool,
+    },
     Ready,
-    Resize { min: u32, max: u32 },
-    Events { enabled: bool, apart: bool },
-    Wait { ms: u64 },
+    Resize {
+        min: u32,
+        max: u32,
+    },
+    Events {
+        enabled: bool,
+        apart: bool,
+    },
+    Wait {
+        ms: u64,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => (any::<bool>(), proptest::option::of(0u64..300)).prop_map(|(direct, deadline_ms)| Op::CheckOut { direct, deadline_ms }),
-        4 => (any::<usize>(), proptest::bool::weighted(0.1)).prop_map(|(pick, errored)| Op::CheckIn { pick, errored }),
+        4 => (any::<usize>(), proptest::bool::weighted(0.1), any::<bool>()).prop_map(|(pick, errored, direct)| Op::CheckIn { pick, errored, direct }),
         1 => any::<usize>().prop_map(|pick| Op::Detach { pick }),
         4 => (any::<usize>(), proptest::bool::weighted(0.8), any::<bool>()).prop_map(|(pick, ok, network)| Op::Establish { pick, ok, network }),
         1 => any::<usize>().prop_map(|pick| Op::Cancel { pick }),
@@ -102,13 +129,24 @@ impl Driver {
                     self.waiting.push(waiter);
                 }
             }
-            Op::CheckIn { pick: at, errored } => {
+            Op::CheckIn {
+                pick: at,
+                errored,
+                direct,
+            } => {
                 if let Some(i) = pick(self.held.len(), at) {
                     let mut connection = self.held.swap_remove(i);
                     if errored {
                         connection.mark_errored();
                     }
-                    self.pool.handle_check_in(now, connection).unwrap();
+                    if direct {
+                        if let Some(handed) = self.pool.handle_check_in_direct(now, connection).unwrap() {
+                            self.held.push(handed.connection);
+                            self.waiting.retain(|w| *w != handed.waiter);
+                        }
+                    } else {
+                        self.pool.handle_check_in(now, connection).unwrap();
+                    }
                 }
             }
             Op::Detach { pick: at } => {
@@ -246,6 +284,7 @@ fn busy_recording() -> Recording {
         ops.push(Op::CheckIn {
             pick: 0,
             errored: round % 7 == 6,
+            direct: round % 2 == 1,
         });
     }
     record(&ops, 100_000, options(3, 1, false)).0

@@ -432,6 +432,16 @@ impl<C> Pool<C> {
         }
     }
 
+    /// Notes a connection handed straight to a waiter
+    /// (`handle_check_in_direct`) as the `Deliver` it stands for: a replay,
+    /// which checks in by action, records the same.
+    #[inline(never)]
+    pub(crate) fn record_delivered(&mut self, waiter: WaiterId, connection: ConnectionId) {
+        if let Some(segment) = self.recorder.as_deref_mut().and_then(Recorder::current) {
+            segment.entries.push(Entry::Deliver { waiter, connection });
+        }
+    }
+
     /// Starts a segment with a snapshot of the pool, after checking its
     /// invariants; drops the oldest segment beyond two.
     #[cold]

@@ -279,9 +279,11 @@ enum Cmd {
         offset_ms: Option<i64>,
         direct: bool,
     },
+    /// `direct`: through `handle_check_in_direct`.
     CheckIn {
         pick: usize,
         errored: bool,
+        direct: bool,
     },
     Detach {
         pick: usize,
@@ -361,7 +363,11 @@ fn cmd() -> impl Strategy<Value = Cmd> {
         40 => prop_oneof![9 => Just(0u64), 1 => 0..=5u64].prop_map(|stale_ms| Cmd::CheckOut { stale_ms }),
         15 => (prop::option::weighted(0.85, -100..=600i64), any::<bool>())
             .prop_map(|(offset_ms, direct)| Cmd::CheckOutUntil { offset_ms, direct }),
-        36 => (pick, prop::bool::weighted(0.2)).prop_map(|(pick, errored)| Cmd::CheckIn { pick, errored }),
+        36 => (pick, prop::bool::weighted(0.2), any::<bool>()).prop_map(|(pick, errored, direct)| Cmd::CheckIn {
+            pick,
+            errored,
+            direct
+        }),
         5 => pick.prop_map(|pick| Cmd::Detach { pick }),
         2 => (pick, any::<bool>()).prop_map(|(pick, detach)| Cmd::WrongPool { pick, detach }),
         36 => (pick, 0..3u8).prop_map(|(pick, service)| Cmd::Established { pick, service }),
@@ -431,6 +437,7 @@ fn run(opts: &Opts, cmds: &[Cmd], t0: Instant, mode: Events, record: bool) -> Re
             Cmd::CheckIn {
                 pick: 0,
                 errored: false,
+                direct: steps % 2 == 0,
             }
         } else if !sim.pending.is_empty() {
             Cmd::Established { pick: 0, service: 0 }

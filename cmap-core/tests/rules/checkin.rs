@@ -4,7 +4,7 @@
 //! Connection as Available".
 
 use crate::support::Harness;
-use cmap_core::{CheckInError, Clear, ClosedReason, PoolOptions};
+use cmap_core::{CheckInError, Clear, ClosedReason, HandOver, PoolOptions};
 
 #[test]
 fn check_in_makes_the_connection_available() {
@@ -55,4 +55,54 @@ fn check_in_to_another_pool_is_refused_and_loses_nothing() {
     };
     a.check_in(c);
     assert_eq!(a.pool.status().available, 1);
+}
+
+/// `handle_check_in_direct`: a connection checked in while checkouts wait
+/// goes to the oldest one, returned instead of sent as `Deliver`, with the
+/// events a check-in by action emits; with nobody waiting it is pooled.
+#[test]
+fn a_direct_check_in_hands_its_connection_to_the_oldest_waiter_without_a_deliver() {
+    let mut h = Harness::ready(PoolOptions::builder().max_pool_size(1).build().unwrap());
+    let c = h.take();
+    let first = h.check_out();
+    let second = h.check_out();
+    h.clear_events();
+    let handed = h.pool.handle_check_in_direct(h.now, c).unwrap();
+    h.drain();
+    let Some(HandOver { waiter, connection }) = handed else {
+        panic!("a check-in while checkouts wait hands the connection over");
+    };
+    assert_eq!(waiter, first, "the oldest waiter");
+    assert!(h.delivered.is_empty(), "no Deliver follows a hand-over");
+    assert_eq!(h.names(), ["ConnectionCheckedIn", "ConnectionCheckedOut"]);
+    assert_eq!(h.pool.status().in_use, 1);
+    assert_eq!(h.pool.status().waiting, 1);
+    // The next waiter, then nobody: pooled.
+    let handed = h.pool.handle_check_in_direct(h.now, connection).unwrap();
+    let connection = handed.expect("the second waiter").connection;
+    assert_eq!(h.pool.status().waiting, 0);
+    assert!(h
+        .pool
+        .handle_check_in_direct(h.now, connection)
+        .unwrap()
+        .is_none());
+    h.drain();
+    assert!(h.delivered.is_empty());
+    assert_eq!(h.pool.status().available, 1);
+    let _ = second;
+}
+
+/// A connection from another pool is refused by the direct check-in too,
+/// handed back in the error, and nothing changes.
+#[test]
+fn a_direct_check_in_refuses_a_connection_of_another_pool() {
+    let mut h = Harness::ready(PoolOptions::default());
+    let mut other = Harness::ready(PoolOptions::default());
+    let c = other.take();
+    let id = c.id();
+    let Err(CheckInError::WrongPool(back)) = h.pool.handle_check_in_direct(h.now, c) else {
+        panic!("another pool's connection is refused");
+    };
+    assert_eq!(back.id(), id);
+    assert!(h.pool.poll_output().is_none());
 }

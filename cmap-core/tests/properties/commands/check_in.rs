@@ -3,14 +3,22 @@
 
 use std::time::Instant;
 
-use cmap_core::ClosedReason;
+use cmap_core::{Action, ClosedReason, HandOver};
 
 use crate::model::{Arrival, CState, Sim};
 use crate::support::Conn;
 
 impl Sim {
-    /// `Cmd::CheckIn`: a held connection goes back, errored or not.
-    pub(crate) fn check_in(&mut self, now: Instant, pick: usize, errored: bool) -> Result<(), String> {
+    /// `Cmd::CheckIn`: a held connection goes back, errored or not;
+    /// `direct`: through `handle_check_in_direct`, whose hand-over to a
+    /// waiter is judged as the `Deliver` it stands for.
+    pub(crate) fn check_in(
+        &mut self,
+        now: Instant,
+        pick: usize,
+        errored: bool,
+        direct: bool,
+    ) -> Result<(), String> {
         if self.held.is_empty() {
             return self.after(false);
         }
@@ -53,9 +61,17 @@ impl Sim {
             delivers: self.delivers,
             returns_bad: Some((self.pool.stats().returns_bad, bad)),
         });
-        let r = self.pool.handle_check_in(now, c);
+        let r = if direct {
+            self.pool.handle_check_in_direct(now, c).map(|handed| {
+                if let Some(HandOver { waiter, connection }) = handed {
+                    self.served_directly = Some(Action::Deliver { waiter, connection });
+                }
+            })
+        } else {
+            self.pool.handle_check_in(now, c)
+        };
         self.told(now);
-        self.log(|| format!("check in {id} errored={errored} -> {}", r.is_ok()));
+        self.log(|| format!("check in {id} errored={errored} direct={direct} -> {}", r.is_ok()));
         ensure!(r.is_ok(), "check in of {id} refused: {r:?}");
         self.after(false)
     }

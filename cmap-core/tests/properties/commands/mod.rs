@@ -39,7 +39,11 @@ impl Sim {
         match *cmd {
             Cmd::CheckOut { stale_ms } => self.check_out(now, stale_ms),
             Cmd::CheckOutUntil { offset_ms, direct } => self.check_out_until(now, offset_ms, direct),
-            Cmd::CheckIn { pick, errored } => self.check_in(now, pick, errored),
+            Cmd::CheckIn {
+                pick,
+                errored,
+                direct,
+            } => self.check_in(now, pick, errored, direct),
             Cmd::Detach { pick } => self.detach(now, pick),
             Cmd::WrongPool { pick, detach } => self.wrong_pool(now, pick, detach),
             Cmd::Established { pick, service } => self.established(now, pick, service),
