@@ -29,7 +29,11 @@
 //!    check-in nobody waits for) ends in [`Shared::settle`]: its events
 //!    (if any) taken and sealed as in steps 4 and 5, the timer re-armed if
 //!    its deadline moved earlier, unlock, and the events delivered as in
-//!    step 8; nothing else of steps 4 to 9 has anything to do.
+//!    step 8; nothing else of steps 4 to 9 has anything to do. A check-in
+//!    that hands its connection straight to the oldest waiter
+//!    (`handle_check_in_direct`) takes that waiter's slot out of
+//!    `Inner::waiters` here, and fills it as in step 9 after the settle
+//!    (or puts it first in the full cycle's [`Deferred`]).
 //! 4. **Drain** (`Inner::drain`, through [`Shared::finish`]): bookkeeping
 //!    only, under the lock, into the input's [`Deferred`]: the input's
 //!    events taken into its outbox (`events::Outbox`: the first event

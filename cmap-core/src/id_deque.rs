@@ -286,6 +286,17 @@ impl<T> IdDeque<T> {
             .filter_map(|(id, v)| v.as_ref().map(|v| (*id, v)))
     }
 
+    /// The entries after `id` (not `id` itself), in id order.
+    pub fn iter_after(&self, id: WaiterId) -> impl Iterator<Item = (WaiterId, &T)> {
+        let from = match self.search(id) {
+            Ok(at) => at + 1,
+            Err(at) => at,
+        };
+        self.slots
+            .range(from..)
+            .filter_map(|(id, v)| v.as_ref().map(|v| (*id, v)))
+    }
+
     /// The entries in id order, their values to change.
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (WaiterId, &mut T)> {
         self.slots

@@ -25,6 +25,7 @@ impl<C> Pool<C> {
             pending <= o.max_connecting as usize,
             "pending exceeds maxConnecting",
         )?;
+        self.queue.check()?;
         ensure(
             self.queue.next_deadline().is_none_or(|d| d > self.now),
             "a queued checkout outlived its deadline",

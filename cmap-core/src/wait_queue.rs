@@ -9,18 +9,25 @@
 //! compacted away when tombstones outnumber the live waiters (amortized
 //! O(1)).
 //!
-//! Deadlines: checkouts that use the pool's own `waitQueueTimeoutMS` get
-//! `started + timeout`, non-decreasing in id, so their deadlines form a
-//! plain FIFO whose front is the earliest. A deadline that would break that
-//! order (a checkout with its own deadline) goes to an ordered set instead.
-//! The next expiry is the smaller of the two fronts, exact to the instant;
-//! ties go to the earliest arrival.
+//! Deadlines live in the same deque. Checkouts that use the pool's own
+//! `waitQueueTimeoutMS` get `started + timeout`, non-decreasing in id: such
+//! a deadline joins the *chain* (its entry is marked), whose first live
+//! member, in id order, has the earliest chained deadline. The queue keeps
+//! that member's id (`chain_head`); when it leaves, the next chained entry
+//! after it becomes the head. The head only moves forward, so each entry
+//! is passed over at most once: amortized O(1), and in the common case
+//! (the oldest waiter leaves, and the next one is chained) one look at the
+//! new front. A deadline that would break the chain's order (a checkout
+//! with its own, earlier deadline) goes to an ordered set instead, empty
+//! in the common case. The next expiry is the smaller of the chain's head
+//! and the set's first, exact to the instant; ties go to the earliest
+//! arrival.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 use std::time::Instant;
 
 use crate::connection::{ConnectionId, WaiterId};
-use crate::id_deque::{compaction_due, IdDeque};
+use crate::id_deque::IdDeque;
 
 /// A queued checkout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,112 +43,154 @@ pub(crate) struct Waiter {
     pub(crate) requested: Option<ConnectionId>,
 }
 
-#[derive(Debug, Default)]
+/// A waiter as the queue keeps it.
+#[derive(Debug, Clone, Copy)]
 #[cfg_attr(feature = "recorder", derive(serde::Serialize, serde::Deserialize))]
-pub(crate) struct WaitQueue {
-    /// The waiters in id order. Serialized as its own fields (`slots` and
-    /// `len`), as when they were the queue's.
+struct Entry {
     #[cfg_attr(feature = "recorder", serde(flatten))]
-    slots: IdDeque<Waiter>,
-    /// Deadlines in non-decreasing order, which is also id order; entries
-    /// of removed waiters may linger behind the front (the front is always
-    /// live, or the deque is empty).
-    #[cfg_attr(feature = "recorder", serde(with = "crate::recorder::codec::rel_pairs"))]
-    fifo: VecDeque<(Instant, WaiterId)>,
-    /// Deadlines that did not fit the FIFO's order.
+    waiter: Waiter,
+    /// Its deadline is part of the chain (see the module doc); a deadline
+    /// not chained is in `WaitQueue::ordered`.
+    chained: bool,
+}
+
+#[derive(Debug, Default)]
+#[cfg_attr(
+    feature = "recorder",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(try_from = "Stored")
+)]
+pub(crate) struct WaitQueue {
+    /// The waiters in id order.
+    entries: IdDeque<Entry>,
+    /// The deadline and id of the first live chained entry: the earliest
+    /// chained deadline.
+    #[cfg_attr(feature = "recorder", serde(with = "crate::recorder::codec::rel_pair_opt"))]
+    chain_head: Option<(Instant, WaiterId)>,
+    /// The deadline of the last entry chained, while the chain has a live
+    /// member: a deadline joins the chain only if it is not earlier.
+    #[cfg_attr(feature = "recorder", serde(with = "crate::recorder::codec::rel_opt"))]
+    chain_last: Option<Instant>,
+    /// Deadlines that did not fit the chain's order.
     #[cfg_attr(feature = "recorder", serde(with = "crate::recorder::codec::rel_pairs"))]
     ordered: BTreeSet<(Instant, WaiterId)>,
-    /// Compactions done, for the test that they stay rare.
-    #[cfg(test)]
-    #[cfg_attr(feature = "recorder", serde(skip))]
-    compactions: usize,
+}
+
+/// A [`WaitQueue`] as a recording holds it (feature `recorder`), checked
+/// ([`WaitQueue::check`]) before it becomes one.
+#[cfg(feature = "recorder")]
+#[derive(serde::Deserialize)]
+struct Stored {
+    entries: IdDeque<Entry>,
+    #[serde(with = "crate::recorder::codec::rel_pair_opt")]
+    chain_head: Option<(Instant, WaiterId)>,
+    #[serde(with = "crate::recorder::codec::rel_opt")]
+    chain_last: Option<Instant>,
+    #[serde(with = "crate::recorder::codec::rel_pairs")]
+    ordered: BTreeSet<(Instant, WaiterId)>,
+}
+
+#[cfg(feature = "recorder")]
+impl TryFrom<Stored> for WaitQueue {
+    type Error = String;
+
+    fn try_from(stored: Stored) -> Result<Self, String> {
+        let Stored {
+            entries,
+            chain_head,
+            chain_last,
+            ordered,
+        } = stored;
+        let queue = WaitQueue {
+            entries,
+            chain_head,
+            chain_last,
+            ordered,
+        };
+        queue.check()?;
+        Ok(queue)
+    }
 }
 
 impl WaitQueue {
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.slots.len()
+        self.entries.len()
     }
 
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.slots.is_empty()
+        self.entries.is_empty()
     }
 
     pub(crate) fn contains(&self, id: WaiterId) -> bool {
-        self.slots.contains(&id)
+        self.entries.contains(&id)
     }
 
     /// Adds a checkout; ids must grow, which keeps the queue FIFO.
     pub(crate) fn push(&mut self, id: WaiterId, waiter: Waiter) {
-        debug_assert!(self.slots.back().is_none_or(|(last, _)| last < id));
+        debug_assert!(self.entries.back().is_none_or(|(last, _)| last < id));
+        let mut chained = false;
         if let Some(deadline) = waiter.deadline {
-            if self.fifo.back().is_none_or(|(last, _)| *last <= deadline) {
-                self.fifo.push_back((deadline, id));
+            if self.chain_last.is_none_or(|last| last <= deadline) {
+                chained = true;
+                self.chain_last = Some(deadline);
+                self.chain_head.get_or_insert((deadline, id));
             } else {
                 self.ordered.insert((deadline, id));
             }
         }
-        self.slots.insert(id, waiter);
+        self.entries.insert(id, Entry { waiter, chained });
     }
 
     pub(crate) fn remove(&mut self, id: WaiterId) -> Option<Waiter> {
-        let waiter = self.slots.remove(&id)?;
-        self.forget(id, &waiter);
-        Some(waiter)
+        let entry = self.entries.remove(&id)?;
+        self.forget(id, &entry);
+        Some(entry.waiter)
     }
 
-    /// Accounts for a waiter just taken out of `slots`.
-    fn forget(&mut self, id: WaiterId, waiter: &Waiter) {
-        if let Some(deadline) = waiter.deadline {
-            if self.fifo.front() == Some(&(deadline, id)) {
-                self.fifo.pop_front();
-            } else {
-                self.ordered.remove(&(deadline, id));
+    /// Accounts for an entry just taken out of `entries`.
+    #[inline]
+    fn forget(&mut self, id: WaiterId, entry: &Entry) {
+        if entry.chained {
+            if self.chain_head.is_some_and(|(_, head)| head == id) {
+                self.advance_chain(id);
             }
+        } else if let Some(deadline) = entry.waiter.deadline {
+            self.ordered.remove(&(deadline, id));
         }
-        self.tidy();
     }
 
-    /// Drops the deadlines of removed waiters at the front, and compacts
-    /// when they dominate (`slots` tidies itself).
-    fn tidy(&mut self) {
-        let first = self.slots.front().map(|(id, _)| id);
-        while let Some(&(_, id)) = self.fifo.front() {
-            // The front of `slots` is live: no search for the usual
-            // deadline, the oldest waiter's.
-            if Some(id) == first || self.contains(id) {
-                break;
-            }
-            self.fifo.pop_front();
-        }
-        if compaction_due(self.fifo.len(), self.slots.len()) {
-            let slots = &self.slots;
-            self.fifo.retain(|(_, id)| slots.contains(id));
-            #[cfg(test)]
-            {
-                self.compactions += 1;
-            }
+    /// The chain's head `gone` left: the next chained entry after it
+    /// becomes the head, or the chain ends.
+    fn advance_chain(&mut self, gone: WaiterId) {
+        let chained =
+            |(id, entry): (WaiterId, &Entry)| Some((entry.waiter.deadline?, id)).filter(|_| entry.chained);
+        self.chain_head = match self.entries.front() {
+            // The common case: the oldest waiter left (everything left
+            // comes after it), and the next one is chained.
+            Some(front) if front.0 > gone && front.1.chained => chained(front),
+            _ => self.entries.iter_after(gone).find_map(chained),
+        };
+        if self.chain_head.is_none() {
+            // No live member: the next deadline starts a new chain.
+            self.chain_last = None;
         }
     }
 
     /// The longest-waiting checkout.
     pub(crate) fn pop_front(&mut self) -> Option<(WaiterId, Waiter)> {
-        let (id, waiter) = self.slots.pop_front()?;
-        self.forget(id, &waiter);
-        Some((id, waiter))
+        let (id, entry) = self.entries.pop_front()?;
+        self.forget(id, &entry);
+        Some((id, entry.waiter))
     }
 
     /// The earliest (deadline, id) of any queued checkout.
     #[inline]
     fn first_deadline(&self) -> Option<(Instant, WaiterId)> {
-        // No live waiter: both sets are empty (their fronts are live).
-        if self.slots.is_empty() {
-            return None;
-        }
-        match (self.fifo.front(), self.ordered.first()) {
-            (Some(a), Some(b)) => Some(*a.min(b)),
-            (a, b) => a.or(b).copied(),
+        match (self.chain_head, self.ordered.first()) {
+            (Some(a), Some(b)) => Some(a.min(*b)),
+            (a, b) => a.or(b.copied()),
         }
     }
 
@@ -167,16 +216,58 @@ impl WaitQueue {
     /// so this is O(maxConnecting) (plus tombstones, bounded by the live
     /// count).
     pub(crate) fn first_without_request_mut(&mut self) -> Option<(WaiterId, &mut Waiter)> {
-        self.slots.iter_mut().find(|(_, w)| w.requested.is_none())
+        self.entries
+            .iter_mut()
+            .map(|(id, entry)| (id, &mut entry.waiter))
+            .find(|(_, w)| w.requested.is_none())
     }
 
     pub(crate) fn get_mut(&mut self, id: WaiterId) -> Option<&mut Waiter> {
-        self.slots.get_mut(&id)
+        self.entries.get_mut(&id).map(|entry| &mut entry.waiter)
     }
 
     /// Queued checkouts in arrival order (for invariant checks).
     pub(crate) fn iter(&self) -> impl Iterator<Item = (WaiterId, &Waiter)> {
-        self.slots.iter()
+        self.entries.iter().map(|(id, entry)| (id, &entry.waiter))
+    }
+
+    /// Whether the deadlines are kept as the module doc says: the chained
+    /// ones non-decreasing in id order, none after `chain_last`, the head
+    /// the first of them; every other deadline in `ordered`, and nothing
+    /// else there.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        let mut chained = self.entries.iter().filter(|(_, e)| e.chained);
+        let head = chained.next();
+        let first = head.and_then(|(id, e)| Some((e.waiter.deadline?, id)));
+        if first != self.chain_head {
+            return Err(format!(
+                "the chain's head is {:?}, its first member {:?}",
+                self.chain_head, first
+            ));
+        }
+        if head.is_none() && self.chain_last.is_some() {
+            return Err("an empty chain keeps a last deadline".to_owned());
+        }
+        let mut last = None;
+        for (id, entry) in head.into_iter().chain(chained) {
+            let Some(deadline) = entry.waiter.deadline else {
+                return Err(format!("checkout {id} is chained without a deadline"));
+            };
+            if last.is_some_and(|l| l > deadline) || self.chain_last.is_none_or(|l| l < deadline) {
+                return Err(format!("checkout {id}'s deadline breaks the chain's order"));
+            }
+            last = Some(deadline);
+        }
+        let unchained: BTreeSet<(Instant, WaiterId)> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| !e.chained)
+            .filter_map(|(id, e)| Some((e.waiter.deadline?, id)))
+            .collect();
+        if unchained != self.ordered {
+            return Err("the ordered deadlines are not those of the checkouts outside the chain".to_owned());
+        }
+        Ok(())
     }
 }
 
@@ -215,19 +306,14 @@ mod tests {
                 }
                 let bound = 2 * q.len() + COMPACT_SLACK;
                 assert!(
-                    q.slots.stored() <= bound,
-                    "{} slots for {} waiters",
-                    q.slots.stored(),
+                    q.entries.stored() <= bound,
+                    "{} entries for {} waiters",
+                    q.entries.stored(),
                     q.len()
                 );
-                assert!(
-                    q.fifo.len() <= bound,
-                    "{} deadlines for {} waiters",
-                    q.fifo.len(),
-                    q.len()
-                );
+                q.check().unwrap();
             }
-            let compactions = q.compactions + q.slots.compactions;
+            let compactions = q.entries.compactions;
             assert!(
                 compactions <= removed / 8,
                 "{compactions} compactions for {removed} removals"
@@ -305,5 +391,75 @@ mod tests {
         );
         assert_eq!(q.next_deadline(), None);
         assert_eq!(q.len(), 1);
+    }
+
+    /// Checkouts with no deadline between chained ones, a cancelled head,
+    /// a chain that empties and starts again, and an out-of-order deadline:
+    /// the next deadline stays exact and the bookkeeping consistent.
+    #[test]
+    fn the_chain_skips_waiters_without_a_deadline_and_restarts_when_empty() {
+        let t0 = crate::test_clock::origin();
+        let ms = |m: u64| t0 + Duration::from_millis(m);
+        let mut q = WaitQueue::default();
+        q.push(WaiterId(1), waiter(t0, None));
+        q.push(WaiterId(2), waiter(t0, Some(20)));
+        q.push(WaiterId(3), waiter(t0, None));
+        q.push(WaiterId(4), waiter(t0, Some(30)));
+        q.push(WaiterId(5), waiter(t0, Some(10))); // out of order
+        q.check().unwrap();
+        assert_eq!(q.chain_head, Some((ms(20), WaiterId(2))));
+        assert_eq!(q.next_deadline(), Some(ms(10)));
+        assert_eq!(q.pop_expired(ms(10)).map(|(id, _)| id), Some(WaiterId(5)));
+        assert_eq!(q.next_deadline(), Some(ms(20)));
+        // The head cancelled: the next chained one, past one without.
+        assert!(q.remove(WaiterId(2)).is_some());
+        q.check().unwrap();
+        assert_eq!(q.chain_head, Some((ms(30), WaiterId(4))));
+        assert_eq!(q.next_deadline(), Some(ms(30)));
+        assert!(q.remove(WaiterId(4)).is_some());
+        q.check().unwrap();
+        assert_eq!((q.chain_head, q.chain_last), (None, None));
+        assert_eq!(q.next_deadline(), None);
+        // Empty, the chain takes any deadline again, even an earlier one.
+        q.push(WaiterId(6), waiter(t0, Some(5)));
+        q.check().unwrap();
+        assert_eq!(q.chain_head, Some((ms(5), WaiterId(6))));
+        assert!(q.ordered.is_empty());
+        assert_eq!(q.next_deadline(), Some(ms(5)));
+        let order: Vec<u64> = std::iter::from_fn(|| q.pop_front().map(|(id, _)| id.0)).collect();
+        assert_eq!(order, [1, 3, 6]);
+        q.check().unwrap();
+    }
+
+    /// A snapshot whose deadlines do not match its entries is refused
+    /// when read back, as an `IdDeque` that breaks its own rules is.
+    #[cfg(feature = "recorder")]
+    #[test]
+    fn a_recording_reads_back_only_a_consistent_queue() {
+        let t0 = crate::test_clock::origin();
+        let mut q = WaitQueue::default();
+        q.push(WaiterId(1), waiter(t0, Some(20)));
+        q.push(WaiterId(2), waiter(t0, Some(10)));
+        let text = crate::recorder::codec::with_base(t0, || serde_json::to_value(&q).unwrap());
+        let back: WaitQueue =
+            crate::recorder::codec::with_base(t0, || serde_json::from_value(text.clone()).unwrap());
+        assert_eq!(back.next_deadline(), q.next_deadline());
+        let tamper = |f: &dyn Fn(&mut serde_json::Value)| {
+            let mut bad = text.clone();
+            f(&mut bad);
+            crate::recorder::codec::with_base(t0, || serde_json::from_value::<WaitQueue>(bad))
+        };
+        let head = text["chain_head"].clone();
+        assert!(tamper(&|v| v["chain_head"][1] = serde_json::json!(2)).is_err());
+        assert!(tamper(&|v| v["chain_head"][0] = head[0].as_i64().map(|n| n + 1).into()).is_err());
+        assert!(tamper(&|v| v["ordered"] = serde_json::json!([])).is_err());
+        assert!(tamper(&|v| v["chain_last"] = serde_json::Value::Null).is_err());
+        assert!(tamper(&|v| {
+            v["chain_head"] = serde_json::Value::Null;
+            v["entries"]["slots"] = serde_json::json!([]);
+            v["entries"]["len"] = serde_json::json!(0);
+            v["ordered"] = serde_json::json!([]);
+        })
+        .is_err());
     }
 }

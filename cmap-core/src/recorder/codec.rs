@@ -119,6 +119,31 @@ pub(crate) mod rel_pairs {
     }
 }
 
+/// `#[serde(with)]` for one optional `(Instant, id)` pair (the wait
+/// queue's chain head).
+pub(crate) mod rel_pair_opt {
+    use super::*;
+
+    #[derive(Serialize, Deserialize)]
+    struct Pair<T>(#[serde(with = "rel")] Instant, T);
+
+    pub(crate) fn serialize<S, T>(pair: &Option<(Instant, T)>, s: S) -> Result<S::Ok, S::Error>
+    where
+        S: Serializer,
+        T: Serialize + Copy,
+    {
+        pair.map(|(at, t)| Pair(at, t)).serialize(s)
+    }
+
+    pub(crate) fn deserialize<'de, D, T>(d: D) -> Result<Option<(Instant, T)>, D::Error>
+    where
+        D: Deserializer<'de>,
+        T: Deserialize<'de>,
+    {
+        Ok(Option::<Pair<T>>::deserialize(d)?.map(|Pair(at, t)| (at, t)))
+    }
+}
+
 /// `#[serde(with)]` for a map whose keys JSON cannot use as object keys:
 /// a list of pairs.
 pub(crate) mod pairs {

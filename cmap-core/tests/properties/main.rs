@@ -437,7 +437,7 @@ fn run(opts: &Opts, cmds: &[Cmd], t0: Instant, mode: Events, record: bool) -> Re
             Cmd::CheckIn {
                 pick: 0,
                 errored: false,
-                direct: steps % 2 == 0,
+                direct: steps.is_multiple_of(2),
             }
         } else if !sim.pending.is_empty() {
             Cmd::Established { pick: 0, service: 0 }
