@@ -205,6 +205,16 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         spare: Option<SharedSlot<M::Connection>>,
         cx: &Context<'_>,
     ) -> Started<M::Connection> {
+        // Queued, and nothing else to do (no connection to start, no
+        // event): the waiter's slot in, the timer re-armed, unlock.
+        if let (Some(id), None) = (own.id, &own.outcome) {
+            if inner.left_no_action() && inner.core.pending_events() == 0 {
+                let slot = spare.unwrap_or_else(|| new_slot(cx));
+                inner.waiters.insert(id, slot.clone());
+                self.unlock_rearmed(inner);
+                return Started::Queued(id, slot);
+            }
+        }
         let mut deferred = Deferred::default();
         self.finish(&mut inner, now, &mut deferred, &mut own, usize::MAX);
         // Completed among this input's own outputs: no slot. Otherwise it

@@ -313,7 +313,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
 
     /// Re-arms the timer if need be and releases the lock.
     #[inline]
-    fn unlock_rearmed(&self, mut inner: Locked<'_, M::Connection>) {
+    pub(crate) fn unlock_rearmed(&self, mut inner: Locked<'_, M::Connection>) {
         let rearm = inner.rearm();
         drop(inner);
         if rearm {

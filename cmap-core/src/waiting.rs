@@ -116,7 +116,8 @@ impl<C> Pool<C> {
         if self.state != PoolState::Ready {
             return;
         }
-        while !self.queue.is_empty() {
+        // Nothing available (a busy pool's usual case): no call to take.
+        while !self.queue.is_empty() && self.conns.available_len() > 0 {
             let Some(available) = self.take_available() else {
                 break;
             };
