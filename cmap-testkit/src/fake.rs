@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cmap_async::{EstablishErrorKind, Event, ManageConnection, Runtime};
+use cmap_async::{EstablishErrorKind, Event, ManageConnection, Runtime, ServiceId};
 
 /// A fake connection; counted alive until dropped.
 #[derive(Debug)]
@@ -62,6 +62,10 @@ pub struct State {
     pub reset_panics: AtomicBool,
     /// `is_broken` panics while set.
     pub is_broken_panics: AtomicBool,
+    /// In load-balanced mode, how many services connections reach:
+    /// connection `n` reaches service `n % services` (see
+    /// [`service_of`](State::service_of)); 0: no service id.
+    pub services: AtomicU64,
 }
 
 impl State {
@@ -114,6 +118,17 @@ impl State {
 }
 
 impl State {
+    /// The service connection `n` reached, as
+    /// [`ManageConnection::service_id`] reports it.
+    pub fn service_of(&self, n: u64) -> Option<ServiceId> {
+        let services = self.services.load(Ordering::SeqCst);
+        (services > 0).then(|| {
+            let mut id = [0; 12];
+            id[11] = (n % services) as u8;
+            ServiceId(id)
+        })
+    }
+
     /// Ends a reset: counted, or a panic while
     /// [`reset_panics`](State::reset_panics) is set.
     pub fn reset_done(&self) {
@@ -246,6 +261,10 @@ impl<R: Runtime> ManageConnection for Fake<R> {
 
     fn is_broken(&self, conn: &mut Conn) -> bool {
         self.state.is_broken(conn)
+    }
+
+    fn service_id(&self, conn: &Conn) -> Option<ServiceId> {
+        self.state.service_of(conn.n)
     }
 }
 

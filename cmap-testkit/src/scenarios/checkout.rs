@@ -38,7 +38,14 @@ pub async fn check_out_check_in_and_reuse<R: Runtime + Default, T: Runtime + Def
 pub async fn broken_connections_are_closed_not_pooled<R: Runtime + Default, T: Runtime + Default>() {
     let (m, t, pool) = pool_of::<R, T>(3);
     let mut a = pool.get().await.unwrap();
+    assert!(!a.is_marked_broken());
+    assert_eq!(
+        format!("{a:?}"),
+        "PooledConnection { connection_id: Some(ConnectionId(1)), broken: false, .. }"
+    );
     a.mark_broken();
+    assert!(a.is_marked_broken());
+    assert!(format!("{a:?}").contains("broken: true"), "{a:?}");
     drop(a);
     let mut b = pool.get().await.unwrap();
     assert_eq!(b.n, 2, "the broken one was not reused");

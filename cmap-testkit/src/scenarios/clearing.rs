@@ -1,13 +1,57 @@
 //! Clearing the pool: queued checkouts failed, stale connections closed,
 //! connections in use interrupted, and `reset_after_fork`'s clear.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use cmap_async::{CheckOutError, GetError, PoolState, Runtime};
+use cmap_async::{CheckOutError, Clear, GetError, PoolState, Runtime, UsageError};
 
 use super::{give_back_unreset, pool_of, runtimes};
 use crate::rt::{eventually, sleep, spawn, timeout};
 use crate::{builder, Names};
+
+/// Load-balanced mode through the adapter: each connection carries the
+/// service its handshake reached (the manager's `service_id`), a clear
+/// names its service (a plain one is refused there), and it makes stale
+/// only that service's connections.
+pub async fn a_load_balanced_clear_makes_only_its_services_connections_stale<
+    R: Runtime + Default,
+    T: Runtime + Default,
+>() {
+    let (m, t) = runtimes::<R, T>();
+    m.services.store(2, Ordering::SeqCst);
+    let pool = builder()
+        .max_pool_size(4)
+        .configure(|o| o.load_balanced(true))
+        .build(m.clone())
+        .unwrap();
+    let (a, b) = (pool.get().await.unwrap(), pool.get().await.unwrap());
+    assert_eq!((a.n, b.n), (1, 2));
+    assert_eq!(a.service_id(), m.service_of(1));
+    assert_eq!(b.service_id(), m.service_of(2));
+    assert_ne!(a.service_id(), b.service_id());
+    let cleared = a.service_id();
+    assert!(matches!(pool.clear(false), Err(UsageError::ClearMode(_))));
+    drop(a);
+    drop(b);
+    pool.clear_with(Clear {
+        service_id: cleared,
+        ..Clear::default()
+    })
+    .unwrap();
+    assert_eq!(
+        pool.status().state,
+        PoolState::Ready,
+        "a load-balanced pool is not paused"
+    );
+    // Last in, first out: 2 (the other service's) is served, then 1 is
+    // found stale and closed, and a new connection is made.
+    let first = pool.get().await.unwrap();
+    let second = pool.get().await.unwrap();
+    assert_eq!((first.n, second.n), (2, 3));
+    eventually(&t, "the stale connection closed", || m.alive() == 2).await;
+    assert_eq!(pool.stats().connections_closed, 1);
+}
 
 /// A clear fails the queued checkouts (retryable), pauses the pool, and
 /// closes the stale connection when it comes back.
