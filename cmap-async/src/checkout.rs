@@ -205,13 +205,14 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         spare: Option<SharedSlot<M::Connection>>,
         cx: &Context<'_>,
     ) -> Started<M::Connection> {
-        // Queued, and nothing else to do (no connection to start, no
-        // event): the waiter's slot in, the timer re-armed, unlock.
+        // Queued, and no action to take (no connection to start): the
+        // waiter's slot in, then the input settles (its events, if any,
+        // delivered after the unlock).
         if let (Some(id), None) = (own.id, &own.outcome) {
-            if inner.left_no_action() && inner.core.pending_events() == 0 {
+            if inner.left_no_action() {
                 let slot = spare.unwrap_or_else(|| new_slot(cx));
                 inner.waiters.insert(id, slot.clone());
-                self.unlock_rearmed(inner);
+                self.end_without_action(inner);
                 return Started::Queued(id, slot);
             }
         }

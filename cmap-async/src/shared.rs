@@ -292,12 +292,18 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         if !inner.left_no_action() {
             return Err(inner);
         }
+        self.end_without_action(inner);
+        Ok(())
+    }
+
+    /// [`Shared::settle`] for an input the caller knows left no action.
+    #[inline]
+    pub(crate) fn end_without_action(&self, inner: Locked<'_, M::Connection>) {
         if inner.core.pending_events() > 0 {
             self.settle_with_events(inner);
-            return Ok(());
+        } else {
+            self.unlock_rearmed(inner);
         }
-        self.unlock_rearmed(inner);
-        Ok(())
     }
 
     /// [`Shared::settle`] for an input that left events: out of line, so
@@ -313,7 +319,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
 
     /// Re-arms the timer if need be and releases the lock.
     #[inline]
-    pub(crate) fn unlock_rearmed(&self, mut inner: Locked<'_, M::Connection>) {
+    fn unlock_rearmed(&self, mut inner: Locked<'_, M::Connection>) {
         let rearm = inner.rearm();
         drop(inner);
         if rearm {
