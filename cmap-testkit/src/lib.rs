@@ -101,6 +101,7 @@ macro_rules! pool_scenarios {
             events_arrive_in_the_cores_order,
             the_event_stream_ends_when_the_pool_is_gone,
             interrupted_future_resolves_on_an_interrupting_clear,
+            a_second_clear_that_interrupts_wakes_the_guard,
             broken_connections_are_closed_not_pooled,
             detach_takes_the_connection_out_of_the_pool,
             a_refused_connect_waits_for_the_server_then_reconnects,

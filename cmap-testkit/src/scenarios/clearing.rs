@@ -1,12 +1,14 @@
 //! Clearing the pool: queued checkouts failed, stale connections closed,
 //! connections in use interrupted, and `reset_after_fork`'s clear.
 
+use std::future::Future;
 use std::sync::atomic::Ordering;
+use std::task::Context;
 use std::time::{Duration, Instant};
 
 use cmap_async::{CheckOutError, Clear, GetError, PoolState, Runtime, UsageError};
 
-use super::{give_back_unreset, pool_of, runtimes};
+use super::{give_back_unreset, pool_of, runtimes, CountingWaker};
 use crate::rt::{eventually, sleep, spawn, timeout};
 use crate::{builder, Names};
 
@@ -51,6 +53,27 @@ pub async fn a_load_balanced_clear_makes_only_its_services_connections_stale<
     assert_eq!((first.n, second.n), (2, 3));
     eventually(&t, "the stale connection closed", || m.alive() == 2).await;
     assert_eq!(pool.stats().connections_closed, 1);
+}
+
+/// A clear that interrupts, right after one that did not: its input
+/// leaves nothing to do after the lock but the interruption (no idle
+/// connection to close, the background run already scheduled), and the
+/// guard still hears of it.
+pub async fn a_second_clear_that_interrupts_wakes_the_guard<R: Runtime + Default, T: Runtime + Default>() {
+    let (_, t, pool) = pool_of::<R, T>(1);
+    let conn = pool.get().await.unwrap();
+    // Waiting already when the clear comes: it must be woken.
+    let mut interrupted = Box::pin(conn.interrupted());
+    let waker = CountingWaker::new();
+    let task_waker = waker.waker();
+    let mut cx = Context::from_waker(&task_waker);
+    assert!(interrupted.as_mut().poll(&mut cx).is_pending());
+    pool.clear(false).unwrap();
+    assert!(!conn.is_interrupted(), "a clear that does not interrupt");
+    pool.clear(true).unwrap();
+    eventually(&t, "the guard's future is woken", || waker.woken()).await;
+    assert!(interrupted.as_mut().poll(&mut cx).is_ready());
+    assert!(conn.is_interrupted());
 }
 
 /// A clear fails the queued checkouts (retryable), pauses the pool, and

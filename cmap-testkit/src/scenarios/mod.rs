@@ -25,7 +25,9 @@
 //! `check_idle`, leak detection, metrics), panic safety
 //! (`panic_safety.rs`) and the flight recorder (`flight.rs`).
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Wake, Waker};
 
 use cmap_async::{PooledConnection, Runtime};
 
@@ -67,6 +69,35 @@ pub(crate) fn pool_of<R: Runtime + Default, T: Default>(max_pool_size: u32) -> (
 
 /// Drops `conn`, a connection the pool interrupted, and checks that the
 /// manager's reset did not run for it (`why` says why it must not).
+/// Counts its wakes: a waker a scenario can look at, for a future it
+/// polls by hand.
+#[derive(Default)]
+pub(crate) struct CountingWaker(AtomicUsize);
+
+impl CountingWaker {
+    pub(crate) fn new() -> Arc<CountingWaker> {
+        Arc::default()
+    }
+
+    pub(crate) fn waker(self: &Arc<Self>) -> Waker {
+        Waker::from(self.clone())
+    }
+
+    pub(crate) fn woken(&self) -> bool {
+        self.0.load(Ordering::SeqCst) > 0
+    }
+}
+
+impl Wake for CountingWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
 pub(crate) fn give_back_unreset<R: Runtime>(m: &Fake<R>, conn: PooledConnection<'_, Fake<R>>, why: &str) {
     let resets = m.resets.load(Ordering::SeqCst);
     drop(conn);

@@ -3,14 +3,13 @@
 //! they are set), and the clocks that time it.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use cmap_async::Runtime;
 
-use super::{pool_of, runtimes};
+use super::{pool_of, runtimes, CountingWaker};
 use crate::rt::{eventually, sleep, spawn, FrozenCoarse};
 use crate::{builder, Fake};
 
@@ -25,20 +24,6 @@ pub async fn a_waiter_gets_the_connection_given_back<R: Runtime + Default, T: Ru
     assert_eq!(waiter.await.unwrap(), 1);
 }
 
-/// Counts its wakes: a waker a test can look at.
-#[derive(Default)]
-struct CountingWaker(AtomicUsize);
-
-impl Wake for CountingWaker {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
 /// A queued checkout polled again with another waker (its future moved
 /// to another task, or a `select!` that polls it from a new context) is
 /// woken through the last waker it was polled with, not the first.
@@ -49,22 +34,14 @@ pub async fn a_waiter_polled_with_a_new_waker_is_woken_through_it<
     let (_, t, pool) = pool_of::<R, T>(1);
     let held = pool.get().await.unwrap();
     let mut waiting = Box::pin(pool.get());
-    let (first, last) = (
-        Arc::new(CountingWaker::default()),
-        Arc::new(CountingWaker::default()),
-    );
-    let last_waker = Waker::from(last.clone());
-    let first_poll = waiting
-        .as_mut()
-        .poll(&mut Context::from_waker(&Waker::from(first)));
+    let (first, last) = (CountingWaker::new(), CountingWaker::new());
+    let last_waker = last.waker();
+    let first_poll = waiting.as_mut().poll(&mut Context::from_waker(&first.waker()));
     assert!(first_poll.is_pending(), "the only connection is held");
     let polled_again = waiting.as_mut().poll(&mut Context::from_waker(&last_waker));
     assert!(polled_again.is_pending(), "still held");
     drop(held);
-    eventually(&t, "the last waker is woken", || {
-        last.0.load(Ordering::SeqCst) > 0
-    })
-    .await;
+    eventually(&t, "the last waker is woken", || last.woken()).await;
     let Poll::Ready(Ok(conn)) = waiting.as_mut().poll(&mut Context::from_waker(&last_waker)) else {
         panic!("a woken waiter has its connection");
     };
