@@ -4,7 +4,7 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use cmap_async::{EstablishErrorKind, Event, ManageConnection, Runtime, ServiceId};
@@ -17,11 +17,48 @@ pub struct Conn {
     /// What [`ManageConnection::is_broken`] says about it.
     pub broken: bool,
     alive: Arc<AtomicI64>,
+    /// The gate its drop waits at, if one was set when it was made.
+    close_gate: Option<Arc<CloseGate>>,
 }
 
 impl Drop for Conn {
     fn drop(&mut self) {
+        if let Some(gate) = &self.close_gate {
+            gate.pass();
+        }
         self.alive.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Holds the connections' drops (their close, which may be I/O) until it
+/// opens: a close made on the thread that checks a connection in, or
+/// under the pool's lock, would block there. The waiting is bounded (5 s),
+/// and a close that waited that long is counted in `blocked`.
+#[derive(Debug, Default)]
+pub struct CloseGate {
+    open: Mutex<bool>,
+    opened: Condvar,
+    /// Closes that waited the whole bound: none unless a close ran where
+    /// it must not.
+    pub blocked: AtomicU64,
+}
+
+impl CloseGate {
+    /// Lets every close waiting, and every close to come, through.
+    pub fn open(&self) {
+        *self.open.lock().unwrap() = true;
+        self.opened.notify_all();
+    }
+
+    fn pass(&self) {
+        let open = self.open.lock().unwrap();
+        let (_open, waited) = self
+            .opened
+            .wait_timeout_while(open, Duration::from_secs(5), |open| !*open)
+            .unwrap();
+        if waited.timed_out() {
+            self.blocked.fetch_add(1, Ordering::SeqCst);
+        }
     }
 }
 
@@ -66,6 +103,10 @@ pub struct State {
     /// connection `n` reaches service `n % services` (see
     /// [`service_of`](State::service_of)); 0: no service id.
     pub services: AtomicU64,
+    /// Connects dropped before they finished (given up by the pool).
+    pub connects_dropped: Arc<AtomicU64>,
+    /// Connections made while set wait at this gate when dropped.
+    pub close_gate: Mutex<Option<Arc<CloseGate>>>,
 }
 
 impl State {
@@ -101,6 +142,7 @@ impl State {
             n,
             broken: false,
             alive: self.alive.clone(),
+            close_gate: self.close_gate.lock().unwrap().clone(),
         })
     }
 
@@ -221,6 +263,7 @@ impl<R: Runtime> ManageConnection for Fake<R> {
     fn connect(&self) -> impl Future<Output = Result<Conn, FakeError>> + Send {
         let (state, rt) = (self.state.clone(), self.rt.clone());
         async move {
+            let unfinished = CountOnDrop(Some(state.connects_dropped.clone()));
             let delay = state.connect_delay();
             if !delay.is_zero() {
                 rt.sleep_until(rt.now() + delay).await;
@@ -228,6 +271,7 @@ impl<R: Runtime> ManageConnection for Fake<R> {
             if state.hang.load(Ordering::SeqCst) {
                 std::future::pending::<()>().await;
             }
+            unfinished.finished();
             state.open()
         }
     }
@@ -265,6 +309,23 @@ impl<R: Runtime> ManageConnection for Fake<R> {
 
     fn service_id(&self, conn: &Conn) -> Option<ServiceId> {
         self.state.service_of(conn.n)
+    }
+}
+
+/// Counts one in its counter when dropped, unless `finished` first.
+struct CountOnDrop(Option<Arc<AtomicU64>>);
+
+impl CountOnDrop {
+    fn finished(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for CountOnDrop {
+    fn drop(&mut self) {
+        if let Some(count) = &self.0 {
+            count.fetch_add(1, Ordering::SeqCst);
+        }
     }
 }
 

@@ -38,7 +38,7 @@ pub mod rt;
 pub mod scenarios;
 pub mod stress;
 
-pub use fake::{Conn, Fake, FakeError, Names, State, Unchecked};
+pub use fake::{CloseGate, Conn, Fake, FakeError, Names, State, Unchecked};
 
 /// The pool of [`Fake`] connections on runtime `R`.
 pub type FakePool<R> = cmap_async::Pool<Fake<R>, R>;
@@ -103,11 +103,13 @@ macro_rules! pool_scenarios {
             interrupted_future_resolves_on_an_interrupting_clear,
             a_second_clear_that_interrupts_wakes_the_guard,
             broken_connections_are_closed_not_pooled,
+            a_closed_connection_is_dropped_off_the_callers_path,
             detach_takes_the_connection_out_of_the_pool,
             a_refused_connect_waits_for_the_server_then_reconnects,
             a_refused_connect_fails_its_checkout_when_told_not_to_wait,
             denied_credentials_clear_the_pool_then_reconnect,
             connect_timeout_fails_the_checkout,
+            a_connect_nobody_needs_after_its_checkout_timed_out_is_aborted,
             a_slow_reset_runs_in_a_task_before_check_in,
             a_failed_check_discards_the_idle_connection_and_tries_another,
             a_manager_that_does_not_check_is_never_checked,

@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -10,7 +11,7 @@ use cmap_async::{GetError, PoolState, Runtime};
 
 use super::{pool_of, runtimes};
 use crate::rt::eventually;
-use crate::{builder, Names, Unchecked};
+use crate::{builder, CloseGate, Names, Unchecked};
 
 /// A connection is checked out, checked in before `drop` returns, and
 /// reused.
@@ -54,6 +55,29 @@ pub async fn broken_connections_are_closed_not_pooled<R: Runtime + Default, T: R
     eventually(&t, "closed", || m.alive() == 0).await;
     assert_eq!(pool.stats().returns_bad, 2);
     assert_eq!(pool.status().total, 0);
+}
+
+/// A connection the pool closes is dropped off the path of the thread that
+/// gave it back, and never under the pool's lock: dropping may be I/O (a
+/// goodbye message, a TLS close). Its drop here waits at a gate that opens
+/// only after `drop(guard)` returned.
+pub async fn a_closed_connection_is_dropped_off_the_callers_path<
+    R: Runtime + Default,
+    T: Runtime + Default,
+>() {
+    let (m, t, pool) = pool_of::<R, T>(1);
+    let gate = Arc::new(CloseGate::default());
+    *m.close_gate.lock().unwrap() = Some(gate.clone());
+    let mut conn = pool.get().await.unwrap();
+    conn.mark_broken();
+    drop(conn);
+    gate.open();
+    eventually(&t, "closed", || m.alive() == 0).await;
+    assert_eq!(
+        gate.blocked.load(Ordering::SeqCst),
+        0,
+        "a close ran on the thread that gave the connection back"
+    );
 }
 
 /// `detach` takes the connection out of the pool for good.

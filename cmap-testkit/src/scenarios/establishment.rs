@@ -114,6 +114,26 @@ pub async fn denied_credentials_clear_the_pool_then_reconnect<R: Runtime + Defau
     assert_eq!(pool.get().await.unwrap().n, 1);
 }
 
+/// A connect started for a checkout that then timed out, and that nobody
+/// else needs, is given up at once (spec: the pool closes it with reason
+/// `error`), not left running until its connect timeout (10 s here).
+pub async fn a_connect_nobody_needs_after_its_checkout_timed_out_is_aborted<
+    R: Runtime + Default,
+    T: Runtime + Default,
+>() {
+    let (m, t) = runtimes::<R, T>();
+    m.hang.store(true, Ordering::SeqCst);
+    let pool = builder().max_pool_size(1).build(m.clone()).unwrap();
+    let err = pool.get_timeout(Duration::from_millis(30)).await.unwrap_err();
+    assert!(err.is_timeout(), "{err:?}");
+    assert_eq!(pool.status().pending, 0, "the pool gave it up");
+    eventually(&t, "the connect is stopped", || {
+        m.connects_dropped.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    assert_eq!(m.alive(), 0);
+}
+
 /// A connect that never finishes is given up at the connect timeout, a
 /// network timeout: the checkout keeps waiting for the next attempt and
 /// fails at its own deadline, naming the timeout; told not to wait, it
