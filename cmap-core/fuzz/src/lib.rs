@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use arbitrary::Arbitrary;
 use cmap_core::{
     Action, Address, CheckOut, Clear, ConnectionId, EstablishError, EstablishErrorKind, EstablishFailure,
-    Output, Pool, PoolOptions, Pooled, Reconnect, Recording, WaiterId,
+    HandOver, Output, Pool, PoolOptions, Pooled, Reconnect, Recording, WaiterId,
 };
 
 /// The most inputs one run feeds: longer sequences find nothing shorter
@@ -85,12 +85,15 @@ pub enum Step {
         /// Through `handle_check_out_direct` instead of `_until`.
         direct: bool,
     },
-    /// Check in one of the connections in use.
+    /// Check in one of the connections in use, through either entry point.
     CheckIn {
         /// Which one.
         pick: u8,
         /// Marked errored first.
         errored: bool,
+        /// Through `handle_check_in_direct`, whose hand-over is checked as
+        /// the `Deliver` it stands for.
+        direct: bool,
     },
     /// Detach one of the connections in use.
     Detach {
@@ -266,13 +269,29 @@ impl Driver {
                     self.waiting.push(id);
                 }
             }
-            Step::CheckIn { pick, errored } => {
+            Step::CheckIn {
+                pick,
+                errored,
+                direct,
+            } => {
                 if let Some(mut conn) = take(&mut self.in_use, pick) {
                     self.interrupted.remove(&conn.id());
                     if errored {
                         conn.mark_errored();
                     }
-                    let refused = self.pool.handle_check_in(now, conn).is_err();
+                    let refused = if direct {
+                        match self.pool.handle_check_in_direct(now, conn) {
+                            Ok(Some(HandOver { waiter, connection })) => {
+                                self.served(waiter);
+                                self.in_use.push(connection);
+                                false
+                            }
+                            Ok(None) => false,
+                            Err(_) => true,
+                        }
+                    } else {
+                        self.pool.handle_check_in(now, conn).is_err()
+                    };
                     assert!(!refused, "a connection of this pool was refused at check-in");
                 }
             }
@@ -472,6 +491,7 @@ mod tests {
                 Step::CheckIn {
                     pick: 0,
                     errored: false,
+                    direct: true,
                 },
                 Step::CheckOut {
                     timeout_ms: None,
