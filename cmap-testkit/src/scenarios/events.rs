@@ -104,6 +104,7 @@ pub async fn subscribing_and_unsubscribing_take_effect_at_once<R: Runtime + Defa
     assert_eq!(streamed, ONE_CYCLE, "a new stream sees the next input's events");
 
     first_sub.unsubscribe();
+    let mut kept = pool.events();
     drop(stream);
     cycle().await;
     assert_eq!(
@@ -112,6 +113,11 @@ pub async fn subscribing_and_unsubscribing_take_effect_at_once<R: Runtime + Defa
         "an unsubscribed callback sees nothing more"
     );
     assert_eq!(second.take(), ONE_CYCLE);
+    let mut streamed = Vec::new();
+    while let Some(event) = kept.try_next() {
+        streamed.push(event.name());
+    }
+    assert_eq!(streamed, ONE_CYCLE, "dropping one stream leaves the others");
 
     second_sub.unsubscribe();
     cycle().await;
