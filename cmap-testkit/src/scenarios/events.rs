@@ -2,12 +2,15 @@
 //! callbacks and streams alike, from the moment one subscribes until it
 //! unsubscribes, and a stream ending with its pool.
 
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use cmap_async::Runtime;
+use cmap_async::{EventStream, Runtime};
+use futures_lite::Stream;
 
-use super::{pool_of, runtimes};
-use crate::rt::{next, timeout};
+use super::{pool_of, runtimes, CountingWaker};
+use crate::rt::{eventually, next, timeout};
 use crate::{builder, Names};
 
 /// The events of a pool of one connection, checked out twice and then
@@ -68,6 +71,32 @@ pub async fn the_event_stream_ends_when_the_pool_is_gone<R: Runtime + Default, T
         names.push(e.name());
     }
     assert_eq!(names.last(), Some(&"ConnectionPoolClosed"));
+}
+
+/// An event stream polled again with another waker (moved to another
+/// task) is woken through the last waker it was polled with.
+pub async fn an_event_stream_polled_with_a_new_waker_is_woken_through_it<
+    R: Runtime + Default,
+    T: Runtime + Default,
+>() {
+    let (_, t, pool) = pool_of::<R, T>(1);
+    let mut stream = pool.events();
+    assert!(
+        format!("{stream:?}").starts_with("EventStream { id: "),
+        "{stream:?}"
+    );
+    let (first, last) = (CountingWaker::new(), CountingWaker::new());
+    let last_waker = last.waker();
+    let polled =
+        |waker: &Waker, stream: &mut EventStream| Pin::new(stream).poll_next(&mut Context::from_waker(waker));
+    assert!(polled(&first.waker(), &mut stream).is_pending());
+    assert!(polled(&last_waker, &mut stream).is_pending());
+    drop(pool.get().await.unwrap());
+    eventually(&t, "the last waker is woken", || last.woken()).await;
+    let Poll::Ready(Some(event)) = polled(&last_waker, &mut stream) else {
+        panic!("a woken stream has an event");
+    };
+    assert_eq!(event.name(), "ConnectionCheckOutStarted");
 }
 
 /// A subscriber added or removed between two inputs sees exactly the
