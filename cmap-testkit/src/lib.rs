@@ -125,6 +125,7 @@ macro_rules! pool_scenarios {
             a_waiting_checkout_completes_only_after_its_event_is_out,
             subscribing_and_unsubscribing_take_effect_at_once,
             an_event_stream_polled_with_a_new_waker_is_woken_through_it,
+            a_dropped_stream_unsubscribes,
             reset_after_fork_clears_restarts_the_timer_and_leaks_old_connections,
             a_panicking_callback_loses_no_connection_and_no_waiter,
             a_panicking_tracing_subscriber_loses_nothing,

@@ -73,6 +73,27 @@ pub async fn the_event_stream_ends_when_the_pool_is_gone<R: Runtime + Default, T
     assert_eq!(names.last(), Some(&"ConnectionPoolClosed"));
 }
 
+/// A dropped stream unsubscribes: with no subscriber left (and DEBUG
+/// logging off), the pool stops building events. Seen through the flight
+/// recorder, which records the core's events switch as an input.
+pub async fn a_dropped_stream_unsubscribes<R: Runtime + Default, T: Runtime + Default>() {
+    let (m, _t) = runtimes::<R, T>();
+    let pool = builder().flight_recorder(1000).build(m).unwrap();
+    let switched = |pool: &crate::FakePool<R>, on: bool| {
+        let mut text = Vec::new();
+        pool.recording().expect("recording").write_to(&mut text).unwrap();
+        String::from_utf8(text)
+            .unwrap()
+            .contains(&format!("{{\"EventsEnabled\":{on}}}"))
+    };
+    let stream = pool.events();
+    drop(pool.get().await.unwrap());
+    assert!(switched(&pool, true), "a stream turns events on");
+    drop(stream);
+    drop(pool.get().await.unwrap());
+    assert!(switched(&pool, false), "the dropped stream's events are off");
+}
+
 /// An event stream polled again with another waker (moved to another
 /// task) is woken through the last waker it was polled with.
 pub async fn an_event_stream_polled_with_a_new_waker_is_woken_through_it<
