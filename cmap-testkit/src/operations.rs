@@ -98,36 +98,25 @@ pub async fn close_gracefully_waits_for_connections_in_use_then_forces_the_rest<
     eventually(&t, "all closed", || m.alive() == 0).await;
     assert_eq!(pool.stats().connections_lost, 1);
 
-    // Everything back before the timeout: it returns then, forcing none.
+    // Everything back before the timeout, given back or detached: it
+    // returns then, forcing none.
     let (m, t) = runtimes::<R, T>();
-    let pool = builder().build(m.clone()).unwrap();
-    let c = pool.get().await.unwrap().into_owned();
-    let p = pool.clone();
-    let t0 = Instant::now();
-    let closing = spawn(
-        &t,
-        async move { p.close_gracefully(Duration::from_secs(10)).await },
-    );
-    sleep(&t, Duration::from_millis(20)).await;
-    drop(c);
-    assert_eq!(closing.await, 0);
-    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
-    eventually(&t, "closed", || m.alive() == 0).await;
-
-    // The same when the last one out is detached rather than given back.
-    let pool = builder().build(m.clone()).unwrap();
-    let c = pool.get().await.unwrap().into_owned();
-    let p = pool.clone();
-    let t0 = Instant::now();
-    let closing = spawn(
-        &t,
-        async move { p.close_gracefully(Duration::from_secs(10)).await },
-    );
-    sleep(&t, Duration::from_millis(20)).await;
-    let raw = c.detach();
-    assert_eq!(closing.await, 0);
-    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
-    drop(raw);
+    for detach in [false, true] {
+        let pool = builder().build(m.clone()).unwrap();
+        let c = pool.get().await.unwrap().into_owned();
+        let p = pool.clone();
+        let t0 = Instant::now();
+        let closing = spawn(
+            &t,
+            async move { p.close_gracefully(Duration::from_secs(10)).await },
+        );
+        sleep(&t, Duration::from_millis(20)).await;
+        let raw = detach.then(|| c.detach());
+        assert_eq!(closing.await, 0, "detached: {detach}");
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+        drop(raw);
+        eventually(&t, "closed", || m.alive() == 0).await;
+    }
 }
 
 /// `wait_ready` waits until minPoolSize connections are open, and fails
