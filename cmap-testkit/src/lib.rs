@@ -110,6 +110,7 @@ macro_rules! pool_scenarios {
             denied_credentials_clear_the_pool_then_reconnect,
             connect_timeout_fails_the_checkout,
             a_connect_nobody_needs_after_its_checkout_timed_out_is_aborted,
+            an_establishment_dropped_before_it_reported_frees_its_slot,
             a_slow_reset_runs_in_a_task_before_check_in,
             a_failed_check_discards_the_idle_connection_and_tries_another,
             a_manager_that_does_not_check_is_never_checked,

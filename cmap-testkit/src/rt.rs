@@ -1,12 +1,13 @@
 //! The few things a test needs of a runtime beyond [`Runtime`]: spawn and
 //! join, sleep, timeout, and waiting for a condition, written once on top
-//! of `Runtime::spawn` and `Runtime::sleep_until`; and [`FrozenCoarse`],
-//! a runtime whose cheap clock shows when the pool reads it.
+//! of `Runtime::spawn` and `Runtime::sleep_until`; [`FrozenCoarse`], a
+//! runtime whose cheap clock shows when the pool reads it; and
+//! [`Shedding`], one that drops its tasks as a runtime shutting down does.
 
 use std::future::Future;
 use std::panic::{resume_unwind, AssertUnwindSafe};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::thread;
@@ -162,5 +163,47 @@ impl<R: Runtime> Runtime for FrozenCoarse<R> {
             at: self.frozen,
             lag: Duration::from_secs(3600),
         }
+    }
+}
+
+/// Runtime `R` that drops the tasks it is given while
+/// [`shed`](Shedding::shed) is on, unpolled, as a runtime shutting down
+/// drops its tasks: what the pool spawns then (an establishment) must
+/// still leave the pool whole.
+#[derive(Clone, Default)]
+pub struct Shedding<R> {
+    inner: R,
+    shedding: Arc<AtomicBool>,
+}
+
+impl<R> Shedding<R> {
+    /// Drops (`true`) or spawns (`false`) the tasks given from now on.
+    pub fn shed(&self, on: bool) {
+        self.shedding.store(on, Ordering::SeqCst);
+    }
+}
+
+impl<R: Runtime> Runtime for Shedding<R> {
+    fn spawn<F>(&self, future: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        if self.shedding.load(Ordering::SeqCst) {
+            drop(future);
+        } else {
+            self.inner.spawn(future);
+        }
+    }
+
+    fn sleep_until(&self, deadline: Instant) -> impl Future<Output = ()> + Send + 'static {
+        self.inner.sleep_until(deadline)
+    }
+
+    fn now(&self) -> Instant {
+        self.inner.now()
+    }
+
+    fn now_coarse(&self) -> CoarseNow {
+        self.inner.now_coarse()
     }
 }

@@ -6,11 +6,11 @@ use std::error::Error as _;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use cmap_async::{CheckOutError, GetError, PoolState, Runtime};
+use cmap_async::{CheckOutError, EstablishDroppedError, GetError, PoolState, Runtime};
 
 use super::runtimes;
-use crate::rt::{eventually, sleep, spawn};
-use crate::{assert_connect_timed_out, builder, FakeError};
+use crate::rt::{eventually, sleep, spawn, Shedding};
+use crate::{assert_connect_timed_out, builder, Fake, FakeError};
 
 /// A refused connect (a network error: possibly overload) neither clears
 /// the pool nor fails the checkout at once: the checkout waits, and
@@ -110,6 +110,32 @@ pub async fn denied_credentials_clear_the_pool_then_reconnect<R: Runtime + Defau
     }
     assert!(found, "the manager's error is down the chain of {err:?}");
     m.deny.store(false, Ordering::SeqCst);
+    eventually(&t, "ready again", || pool.status().state == PoolState::Ready).await;
+    assert_eq!(pool.get().await.unwrap().n, 1);
+}
+
+/// An establishment task dropped unpolled (its runtime shutting down)
+/// still reports: the core frees its slot, the checkout it was for fails
+/// naming why, and the pool serves again once it is back to ready.
+pub async fn an_establishment_dropped_before_it_reported_frees_its_slot<
+    R: Runtime + Default,
+    T: Runtime + Default,
+>() {
+    let rt = Shedding::<R>::default();
+    let m = Fake::<Shedding<R>>::default();
+    let pool = builder()
+        .max_pool_size(1)
+        .build_on(m.clone(), rt.clone())
+        .unwrap();
+    rt.shed(true);
+    let err = pool.get_timeout(Duration::from_secs(1)).await.unwrap_err();
+    rt.shed(false);
+    let dropped = err
+        .connection_error()
+        .and_then(|e| e.downcast_ref::<EstablishDroppedError>());
+    assert!(dropped.is_some(), "{err:?}");
+    assert_eq!(pool.status().pending, 0, "the slot is free");
+    let t = T::default();
     eventually(&t, "ready again", || pool.status().state == PoolState::Ready).await;
     assert_eq!(pool.get().await.unwrap().n, 1);
 }
