@@ -92,6 +92,7 @@ macro_rules! pool_scenarios {
             a_waiter_polled_with_a_new_waker_is_woken_through_it,
             get_timeout_fires_on_time,
             an_uncontended_cycle_reads_only_the_cheap_clock,
+            an_idle_pools_timer_sleeps_until_its_next_deadline,
             a_waited_checkout_is_timed_on_the_precise_clock,
             an_earlier_deadline_rearms_the_timer,
             wait_queue_timeout_from_the_connection_string,

@@ -70,6 +70,32 @@ pub async fn get_timeout_fires_on_time<R: Runtime + Default, T: Runtime + Defaul
     assert_eq!(pool.stats().requests_timed_out, 3);
 }
 
+/// An idle pool's timer task sleeps until its next deadline (the
+/// background run, a second away by default): it does not wake every
+/// millisecond. Each wake reads the precise clock, which counts them.
+pub async fn an_idle_pools_timer_sleeps_until_its_next_deadline<
+    R: Runtime + Default,
+    T: Runtime + Default,
+>() {
+    let rt = FrozenCoarse::<R>::default();
+    let pool = builder()
+        .max_pool_size(2)
+        .build_on(Fake::<FrozenCoarse<R>>::default(), rt.clone())
+        .unwrap();
+    drop(pool.get().await.unwrap());
+    let t = T::default();
+    sleep(&t, Duration::from_millis(20)).await;
+    let before = rt.precise_reads();
+    sleep(&t, Duration::from_millis(200)).await;
+    let reads = rt.precise_reads() - before;
+    assert!(reads < 20, "{reads} precise clock reads in 200 ms of idling");
+    let debug = format!("{pool:?}");
+    assert!(
+        debug.starts_with("Pool { address: ") && debug.contains("status: Status { state: Ready"),
+        "{debug}"
+    );
+}
+
 /// A checkout served at once and a check-in nobody waits for read only
 /// the runtime's cheap clock: the precise one costs a fifth of a cycle.
 pub async fn an_uncontended_cycle_reads_only_the_cheap_clock<R: Runtime + Default, T: Runtime + Default>() {
