@@ -93,6 +93,7 @@ macro_rules! pool_scenarios {
             get_timeout_fires_on_time,
             an_uncontended_cycle_reads_only_the_cheap_clock,
             an_idle_pools_timer_sleeps_until_its_next_deadline,
+            without_background_runs_the_timer_still_serves_a_burst_of_deadlines,
             a_waited_checkout_is_timed_on_the_precise_clock,
             an_earlier_deadline_rearms_the_timer,
             wait_queue_timeout_from_the_connection_string,

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use cmap_async::Runtime;
 
 use super::{pool_of, runtimes, CountingWaker};
-use crate::rt::{eventually, sleep, spawn, FrozenCoarse};
+use crate::rt::{eventually, sleep, spawn, timeout, FrozenCoarse};
 use crate::{builder, Fake};
 
 /// A queued checkout gets the connection given back.
@@ -94,6 +94,43 @@ pub async fn an_idle_pools_timer_sleeps_until_its_next_deadline<
         debug.starts_with("Pool { address: ") && debug.contains("status: Status { state: Ready"),
         "{debug}"
     );
+}
+
+/// With no background runs (maintenance off) the timer task sleeps with
+/// no deadline at all, and still serves the deadlines that come: 300
+/// checkouts timing out together (more than one wake of the timer drains)
+/// all fail on time.
+pub async fn without_background_runs_the_timer_still_serves_a_burst_of_deadlines<
+    R: Runtime + Default,
+    T: Runtime + Default,
+>() {
+    let (m, t) = runtimes::<R, T>();
+    let pool = Arc::new(
+        builder()
+            .max_pool_size(1)
+            .configure(|o| o.maintenance_interval(None))
+            .build(m)
+            .unwrap(),
+    );
+    let held = pool.get().await.unwrap();
+    sleep(&t, Duration::from_millis(30)).await;
+    let t0 = Instant::now();
+    let waiters: Vec<_> = (0..300)
+        .map(|_| {
+            let pool = pool.clone();
+            spawn(&t, async move {
+                pool.get_timeout(Duration::from_millis(50)).await.err()
+            })
+        })
+        .collect();
+    for waiter in waiters {
+        let err = timeout(&t, Duration::from_secs(5), waiter)
+            .await
+            .expect("every checkout ends at its deadline");
+        assert!(err.is_some_and(|e| e.is_timeout()));
+    }
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    drop(held);
 }
 
 /// A checkout served at once and a check-in nobody waits for read only
