@@ -94,6 +94,7 @@ macro_rules! pool_scenarios {
             an_uncontended_cycle_reads_only_the_cheap_clock,
             an_idle_pools_timer_sleeps_until_its_next_deadline,
             without_background_runs_the_timer_still_serves_a_burst_of_deadlines,
+            after_its_last_deadline_the_timer_stays_for_the_next,
             a_waited_checkout_is_timed_on_the_precise_clock,
             an_earlier_deadline_rearms_the_timer,
             wait_queue_timeout_from_the_connection_string,

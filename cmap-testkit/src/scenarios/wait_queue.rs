@@ -96,6 +96,33 @@ pub async fn an_idle_pools_timer_sleeps_until_its_next_deadline<
     );
 }
 
+/// With no background runs (maintenance off), the timer task that served
+/// a checkout's deadline has nothing scheduled after it: it must still
+/// be there for the next checkout's.
+pub async fn after_its_last_deadline_the_timer_stays_for_the_next<
+    R: Runtime + Default,
+    T: Runtime + Default,
+>() {
+    let (m, t) = runtimes::<R, T>();
+    let pool = builder()
+        .max_pool_size(1)
+        .configure(|o| o.maintenance_interval(None))
+        .build(m)
+        .unwrap();
+    let held = pool.get().await.unwrap();
+    for round in 0..2 {
+        let ended = timeout(
+            &t,
+            Duration::from_secs(2),
+            pool.get_timeout(Duration::from_millis(50)),
+        )
+        .await
+        .unwrap_or_else(|| panic!("round {round}: the checkout ends at its deadline"));
+        assert!(ended.is_err_and(|e| e.is_timeout()), "round {round}");
+    }
+    drop(held);
+}
+
 /// With no background runs (maintenance off) the timer task sleeps with
 /// no deadline at all, and still serves the deadlines that come: 300
 /// checkouts timing out together (more than one wake of the timer drains)
