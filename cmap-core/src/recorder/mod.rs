@@ -421,20 +421,18 @@ impl<C> Pool<C> {
     /// Notes an action as it is queued.
     #[inline(never)]
     pub(crate) fn record_action(&mut self, action: &Action<C>) {
+        if let Action::Deliver { waiter, connection } = action {
+            return self.record_delivered(*waiter, connection.id());
+        }
         if let Some(segment) = self.recorder.as_deref_mut().and_then(Recorder::current) {
-            match action {
-                Action::Deliver { waiter, connection } => segment.entries.push(Entry::Deliver {
-                    waiter: *waiter,
-                    connection: connection.id(),
-                }),
-                other => segment.push_output(Recorded::of_action(other)),
-            }
+            segment.push_output(Recorded::of_action(action));
         }
     }
 
-    /// Notes a connection handed straight to a waiter
-    /// (`handle_check_in_direct`) as the `Deliver` it stands for: a replay,
-    /// which checks in by action, records the same.
+    /// Notes a delivery: an `Action::Deliver`, or a connection handed
+    /// straight to a waiter (`handle_check_in_direct`), recorded as the
+    /// `Deliver` it stands for (a replay, which checks in by action,
+    /// records the same).
     #[inline(never)]
     pub(crate) fn record_delivered(&mut self, waiter: WaiterId, connection: ConnectionId) {
         if let Some(segment) = self.recorder.as_deref_mut().and_then(Recorder::current) {
