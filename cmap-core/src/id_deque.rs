@@ -236,14 +236,13 @@ impl<T> IdDeque<T> {
 
     /// Takes the value of `id` out.
     pub fn remove(&mut self, id: &WaiterId) -> Option<T> {
-        let value = if self.slots.front().is_some_and(|(first, _)| first == id) {
+        if self.slots.front().is_some_and(|(first, _)| first == id) {
             // The usual case: waiters leave oldest first. No search, and no
             // tombstone.
-            self.slots.pop_front()?.1?
-        } else {
-            let at = self.search(*id).ok()?;
-            self.slots[at].1.take()?
-        };
+            return self.pop_front().map(|(_, value)| value);
+        }
+        let at = self.search(*id).ok()?;
+        let value = self.slots[at].1.take()?;
         self.len -= 1;
         self.tidy();
         Some(value)
@@ -257,7 +256,7 @@ impl<T> IdDeque<T> {
             let (id, value) = self.slots.pop_front()?;
             if let Some(value) = value {
                 self.len -= 1;
-                self.tidy();
+                self.tidy_front();
                 return Some((id, value));
             }
         }
@@ -307,11 +306,18 @@ impl<T> IdDeque<T> {
     /// After a removal: drops the tombstones at both ends, and compacts
     /// when tombstones dominate (see [`compaction_due`]).
     fn tidy(&mut self) {
-        while self.slots.front().is_some_and(|(_, v)| v.is_none()) {
-            self.slots.pop_front();
-        }
         while self.slots.back().is_some_and(|(_, v)| v.is_none()) {
             self.slots.pop_back();
+        }
+        self.tidy_front();
+    }
+
+    /// `tidy` after the front entry went: the back is as live as it was
+    /// (or the deque is empty), so only the front can hold a tombstone.
+    #[inline]
+    fn tidy_front(&mut self) {
+        while self.slots.front().is_some_and(|(_, v)| v.is_none()) {
+            self.slots.pop_front();
         }
         if compaction_due(self.slots.len(), self.len) {
             self.slots.retain(|(_, v)| v.is_some());
