@@ -164,6 +164,7 @@ impl<C> Pool<C> {
     /// Whether a connection may be started now, for waiting checkouts
     /// (`for_waiters`) or for minPoolSize: ready, under maxPoolSize and
     /// maxConnecting, and past the reconnect backoff that applies.
+    #[inline]
     pub(crate) fn can_start_connection(&self, for_waiters: bool) -> bool {
         let o = &self.options;
         self.state == PoolState::Ready

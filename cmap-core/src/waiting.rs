@@ -66,8 +66,8 @@ impl<C> Pool<C> {
         handed
     }
 
-    /// The rest of `advance`, when someone is queued or a backoff runs;
-    /// kept out of line so that `advance` itself is inlined.
+    /// The rest of `advance`, when a checkout's deadline has passed or a backoff
+    /// runs; kept out of line so that `advance` itself is inlined.
     #[inline(never)]
     pub(crate) fn expire_and_resume(&mut self) {
         while let Some((id, waiter)) = self.queue.pop_expired(self.now) {
@@ -111,12 +111,23 @@ impl<C> Pool<C> {
     }
 
     /// Serves queued checkouts in arrival order from available connections,
-    /// then starts as many connections as the remaining ones need.
+    /// then starts as many connections as the remaining ones need. Inlined:
+    /// in a busy pool's usual case (nothing available, no connection may
+    /// start) it is a few comparisons.
+    #[inline]
     pub(crate) fn serve_queue(&mut self) {
         if self.state != PoolState::Ready {
             return;
         }
-        // Nothing available (a busy pool's usual case): no call to take.
+        if self.conns.available_len() > 0 {
+            self.serve_from_available();
+        }
+        self.start_connections_for_queue();
+    }
+
+    /// The part of `serve_queue` that hands available connections out.
+    #[inline(never)]
+    fn serve_from_available(&mut self) {
         while !self.queue.is_empty() && self.conns.available_len() > 0 {
             let Some(available) = self.take_available() else {
                 break;
@@ -127,14 +138,22 @@ impl<C> Pool<C> {
             self.forget_request_of(&waiter);
             self.deliver(id, waiter.started_at, available);
         }
-        self.start_connections_for_queue();
     }
 
     /// Spec: create a connection when none is available, total <
     /// maxPoolSize and pending < maxConnecting; every pending connection
     /// will serve the queue head when ready, so only the excess of waiters
-    /// over pending connections asks for more.
+    /// over pending connections asks for more. Inlined for its first test,
+    /// which most calls fail.
+    #[inline]
     fn start_connections_for_queue(&mut self) {
+        if self.queue.len() > self.conns.pending_len() && self.can_start_connection(true) {
+            self.start_connections_while_needed();
+        }
+    }
+
+    #[inline(never)]
+    fn start_connections_while_needed(&mut self) {
         while self.queue.len() > self.conns.pending_len() && self.can_start_connection(true) {
             let requester = self.queue.first_without_request_mut().map(|(id, _)| id);
             let id = self.start_connection(requester);
