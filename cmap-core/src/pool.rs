@@ -488,8 +488,8 @@ impl<C> Pool<C> {
         if now > self.now {
             self.now = now;
         }
-        // Most inputs find nobody queued and no backoff: no call.
-        if !self.queue.is_empty() || self.backoff.is_active() {
+        // Most inputs find no deadline passed and no backoff: no call.
+        if self.queue.any_expired(self.now) || self.backoff.is_active() {
             self.expire_and_resume();
         }
     }

@@ -194,6 +194,15 @@ impl WaitQueue {
         }
     }
 
+    /// Whether a checkout's deadline is at or before `now`. Asked by every
+    /// input: an empty queue answers with one comparison.
+    #[inline]
+    pub(crate) fn any_expired(&self, now: Instant) -> bool {
+        !self.is_empty()
+            && (self.chain_head.is_some_and(|(at, _)| at <= now)
+                || self.ordered.first().is_some_and(|(at, _)| *at <= now))
+    }
+
     /// The earliest deadline of any queued checkout.
     #[inline]
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
