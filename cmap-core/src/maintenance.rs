@@ -202,12 +202,20 @@ impl<C> Pool<C> {
     /// The next instant the core wants a `handle_timeout`: the earliest
     /// checkout deadline, background run, auto-ready or backoff end that
     /// matters now. `None`: nothing is scheduled.
+    #[inline]
     pub fn poll_timeout(&self) -> Option<Instant> {
         // Called after every input: the common case (a ready pool, nobody
-        // waiting, no backoff) is the next background run alone.
+        // waiting, no backoff) is the next background run alone, inlined.
         if self.state == PoolState::Ready && self.queue.is_empty() && !self.backoff.is_active() {
             return self.next_run;
         }
+        self.poll_timeout_otherwise()
+    }
+
+    /// `poll_timeout` when someone waits, the pool is not ready or a
+    /// backoff runs.
+    #[inline(never)]
+    fn poll_timeout_otherwise(&self) -> Option<Instant> {
         let mut next = earliest(self.queue.next_deadline(), self.next_run);
         if self.state == PoolState::Paused {
             next = earliest(next, self.backoff.auto_ready_at);
