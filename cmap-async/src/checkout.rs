@@ -16,7 +16,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -86,11 +86,7 @@ impl<M: ManageConnection, R: Runtime> Future for Checkout<'_, M, R> {
         let shared = self.shared;
         match &self.state {
             State::Start => {
-                // Made outside the lock when this checkout will likely wait
-                // (dropped unused if it does not).
-                let likely_to_wait = shared.likely_to_wait();
-                let spare = likely_to_wait.then(|| new_slot(cx));
-                let read = shared.read_clock_for(likely_to_wait);
+                let read = shared.read_clock();
                 let mut inner = shared.lock();
                 let read = shared.begin(&mut inner, read, true);
                 let now = read.at;
@@ -122,7 +118,7 @@ impl<M: ManageConnection, R: Runtime> Future for Checkout<'_, M, R> {
                         outcome: None,
                     },
                 };
-                match shared.start_cycle(inner, now, own, spare, cx) {
+                match shared.start_cycle(inner, now, own, cx) {
                     Started::Done(outcome) => {
                         self.state = State::Done;
                         Poll::Ready(outcome)
@@ -159,11 +155,6 @@ impl<M: ManageConnection, R: Runtime> Future for Checkout<'_, M, R> {
     }
 }
 
-/// The slot of a checkout that waits, holding the waker of its first poll.
-fn new_slot<C>(cx: &Context<'_>) -> SharedSlot<C> {
-    Arc::new(Mutex::new(Slot::Waiting(Some(cx.waker().clone()))))
-}
-
 impl<M: ManageConnection, R: Runtime> Drop for Checkout<'_, M, R> {
     fn drop(&mut self) {
         // Most checkouts end served (`Done`): nothing to write back then.
@@ -195,14 +186,13 @@ impl<M: ManageConnection, R: Runtime> Drop for Checkout<'_, M, R> {
 
 impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     /// The rest of a checkout's first input when it left more than its own
-    /// connection (`own`): the full cycle (drain, unlock, perform). Its
-    /// slot, if it waits, is `spare` when one was made before the lock.
+    /// connection (`own`): the full cycle (drain, unlock, perform). If it
+    /// waits, its slot is a spare one when there is one (`SpareSlots`).
     fn start_cycle(
         &self,
         mut inner: Locked<'_, M::Connection>,
         now: Instant,
         mut own: OwnCheckout<M::Connection>,
-        spare: Option<SharedSlot<M::Connection>>,
         cx: &Context<'_>,
     ) -> Started<M::Connection> {
         // Queued, and no action to take (no connection to start): the
@@ -210,7 +200,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         // delivered after the unlock).
         if let (Some(id), None) = (own.id, &own.outcome) {
             if inner.left_no_action() {
-                let slot = spare.unwrap_or_else(|| new_slot(cx));
+                let slot = inner.spare_slots.take(cx.waker());
                 inner.waiters.insert(id, slot.clone());
                 self.end_without_action(inner);
                 return Started::Queued(id, slot);
@@ -221,7 +211,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         // Completed among this input's own outputs: no slot. Otherwise it
         // waits in one.
         let queued = own.id.filter(|_| own.outcome.is_none()).map(|id| {
-            let slot = spare.unwrap_or_else(|| new_slot(cx));
+            let slot = inner.spare_slots.take(cx.waker());
             inner.waiters.insert(id, slot.clone());
             (id, slot)
         });

@@ -20,6 +20,7 @@ use crate::establish::Abort;
 use crate::events::{EventHub, Outbox};
 use crate::id_map::IdMap;
 use crate::interrupt::Interrupts;
+use crate::spare_slots::SpareSlots;
 
 /// A queued checkout's outcome, until its future takes it.
 pub(crate) enum Slot<C> {
@@ -43,6 +44,11 @@ pub(crate) type SharedSlot<C> = Arc<Mutex<Slot<C>>>;
 /// lock is released and the input's events are out (`Shared::fill`).
 pub(crate) type SlotFill<C> = (SharedSlot<C>, Result<Pooled<C>, CheckOutError>);
 
+/// A new slot for a checkout that waits, holding `waker`.
+pub(crate) fn new_slot<C>(waker: &Waker) -> SharedSlot<C> {
+    Arc::new(Mutex::new(Slot::Waiting(Some(waker.clone()))))
+}
+
 pub(crate) fn lock_slot<C>(slot: &Mutex<Slot<C>>) -> MutexGuard<'_, Slot<C>> {
     slot.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -55,6 +61,8 @@ pub(crate) struct Inner<C> {
     pub(crate) core: Core<C>,
     /// Checkouts that did not complete in the input that started them.
     pub(crate) waiters: IdMap<SharedSlot<C>>,
+    /// Slots of checkouts handed a connection, for the next that wait.
+    pub(crate) spare_slots: SpareSlots<C>,
     /// Whether `waiters` was non-empty when the lock was last released, as
     /// published to `Shared::waiting` (see `Locked`).
     pub(crate) waiting_published: bool,
@@ -175,6 +183,7 @@ impl<C> Inner<C> {
         Inner {
             core,
             waiters: IdMap::default(),
+            spare_slots: SpareSlots::default(),
             waiting_published: false,
             establishing: BTreeMap::new(),
             armed: None,
@@ -341,7 +350,10 @@ impl<C> Inner<C> {
     fn hand_over(&mut self, now: Instant, handed: HandOver<C>) -> Option<(SharedSlot<C>, Pooled<C>)> {
         let HandOver { waiter, connection } = handed;
         match self.waiters.remove(&waiter) {
-            Some(slot) => Some((slot, connection)),
+            Some(slot) => {
+                self.spare_slots.keep(slot.clone());
+                Some((slot, connection))
+            }
             // Every queued checkout has a slot (see `complete`); if one had
             // none, the connection goes back, and nothing is lost.
             None => {

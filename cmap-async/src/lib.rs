@@ -98,6 +98,7 @@ mod pool;
 mod readiness;
 mod runtime;
 mod shared;
+mod spare_slots;
 mod timer;
 mod util;
 

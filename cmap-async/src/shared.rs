@@ -14,8 +14,6 @@
 //!    cheap reading (`Runtime::now_coarse`) while the last unlock said no
 //!    checkout waits, the precise one (`Runtime::now`) otherwise, so that
 //!    no clock is read under the lock unless that hint was stale (step 2).
-//!    A checkout that will likely wait also makes its slot and clones its
-//!    waker here.
 //! 1. **Lock** ([`Shared::lock`]): the pool's mutex, held as [`Locked`].
 //! 2. **Begin** ([`Shared::begin`]): the core's events switched on or off
 //!    (on while someone subscribes or DEBUG logging is on), and the
@@ -49,7 +47,9 @@
 //! 5. **Seal** (`Outbox::seal`, the drain's last step): the input's events
 //!    are now either in the delivery turn it holds, or appended to the
 //!    turn's queue, which is unlocked here. A checkout the core queued and
-//!    this input did not complete puts its slot in `Inner::waiters`.
+//!    this input did not complete puts its slot in `Inner::waiters`: a
+//!    spare one, left by a checkout served earlier, when there is one
+//!    (`spare_slots.rs`), else a new one.
 //! 6. **Unlock** (dropping [`Locked`]): whether checkouts wait is
 //!    published (`Shared::waiting`, written only when it changes) for the
 //!    next input's step 0, and the mutex is released.
@@ -209,7 +209,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
 
     /// Whether checkouts waited when the lock was last released: a hint,
     /// read without the lock. A checkout that arrives then is queued
-    /// behind them, so it makes its slot before taking the lock.
+    /// behind them, so it reads the precise clock before taking the lock.
     pub(crate) fn likely_to_wait(&self) -> bool {
         self.waiting.load(Ordering::Relaxed)
     }
@@ -219,15 +219,9 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     /// reading unfit (step 2 of the cycle in the module doc): the runtime's
     /// cheap reading while no checkout waits (see `Runtime::now_coarse`),
     /// the precise one otherwise.
-    pub(crate) fn read_clock(&self) -> CoarseNow {
-        self.read_clock_for(self.likely_to_wait())
-    }
-
-    /// [`Shared::read_clock`] for a caller that already read the hint
-    /// (`likely_to_wait`).
     #[inline]
-    pub(crate) fn read_clock_for(&self, likely_to_wait: bool) -> CoarseNow {
-        if likely_to_wait {
+    pub(crate) fn read_clock(&self) -> CoarseNow {
+        if self.likely_to_wait() {
             CoarseNow::exact(self.rt.now())
         } else {
             self.rt.now_coarse()
