@@ -249,6 +249,7 @@ impl<T> IdDeque<T> {
     }
 
     /// Takes the entry of the lowest id out.
+    #[inline]
     pub fn pop_front(&mut self) -> Option<(WaiterId, T)> {
         // The front entry is live (see `slots`): no search. A tombstone
         // found there anyway is skipped, not returned.
@@ -320,11 +321,19 @@ impl<T> IdDeque<T> {
             self.slots.pop_front();
         }
         if compaction_due(self.slots.len(), self.len) {
-            self.slots.retain(|(_, v)| v.is_some());
-            #[cfg(test)]
-            {
-                self.compactions += 1;
-            }
+            self.compact();
+        }
+    }
+
+    /// Drops every tombstone: rare (see [`compaction_due`]), so out of
+    /// the way of `tidy_front`, which is inlined.
+    #[cold]
+    #[inline(never)]
+    fn compact(&mut self) {
+        self.slots.retain(|(_, v)| v.is_some());
+        #[cfg(test)]
+        {
+            self.compactions += 1;
         }
     }
 }

@@ -157,21 +157,40 @@ impl WaitQueue {
                 self.advance_chain(id);
             }
         } else if let Some(deadline) = entry.waiter.deadline {
-            self.ordered.remove(&(deadline, id));
+            self.forget_ordered(deadline, id);
         }
     }
 
+    /// `forget` of a deadline outside the chain: rare, out of line.
+    #[inline(never)]
+    fn forget_ordered(&mut self, deadline: Instant, id: WaiterId) {
+        self.ordered.remove(&(deadline, id));
+    }
+
     /// The chain's head `gone` left: the next chained entry after it
-    /// becomes the head, or the chain ends.
+    /// becomes the head, or the chain ends. Its common case (the oldest
+    /// waiter left, everything left comes after it, and the next one is
+    /// chained) is inlined.
+    #[inline]
     fn advance_chain(&mut self, gone: WaiterId) {
+        if let Some((id, front)) = self.entries.front() {
+            if id > gone && front.chained {
+                if let Some(deadline) = front.waiter.deadline {
+                    self.chain_head = Some((deadline, id));
+                    return;
+                }
+            }
+        }
+        self.seek_chain_head(gone);
+    }
+
+    /// `advance_chain` past its common case: the first chained entry after
+    /// `gone`, if any.
+    #[inline(never)]
+    fn seek_chain_head(&mut self, gone: WaiterId) {
         let chained =
             |(id, entry): (WaiterId, &Entry)| Some((entry.waiter.deadline?, id)).filter(|_| entry.chained);
-        self.chain_head = match self.entries.front() {
-            // The common case: the oldest waiter left (everything left
-            // comes after it), and the next one is chained.
-            Some(front) if front.0 > gone && front.1.chained => chained(front),
-            _ => self.entries.iter_after(gone).find_map(chained),
-        };
+        self.chain_head = self.entries.iter_after(gone).find_map(chained);
         if self.chain_head.is_none() {
             // No live member: the next deadline starts a new chain.
             self.chain_last = None;
@@ -188,6 +207,10 @@ impl WaitQueue {
     /// The earliest (deadline, id) of any queued checkout.
     #[inline]
     fn first_deadline(&self) -> Option<(Instant, WaiterId)> {
+        // The ordered set is empty in the common case: no look into it.
+        if self.ordered.is_empty() {
+            return self.chain_head;
+        }
         match (self.chain_head, self.ordered.first()) {
             (Some(a), Some(b)) => Some(a.min(*b)),
             (a, b) => a.or(b.copied()),
@@ -198,9 +221,7 @@ impl WaitQueue {
     /// input: an empty queue answers with one comparison.
     #[inline]
     pub(crate) fn any_expired(&self, now: Instant) -> bool {
-        !self.is_empty()
-            && (self.chain_head.is_some_and(|(at, _)| at <= now)
-                || self.ordered.first().is_some_and(|(at, _)| *at <= now))
+        !self.is_empty() && self.first_deadline().is_some_and(|(at, _)| at <= now)
     }
 
     /// The earliest deadline of any queued checkout.
