@@ -179,6 +179,15 @@ impl<C> ConnectionSet<C> {
         }
     }
 
+    /// The entry of the checked-out connection in `slot`, if it is `id`.
+    #[inline]
+    pub(crate) fn in_use_entry(&self, slot: usize, id: ConnectionId) -> Option<InUse> {
+        match self.in_use.get(slot)? {
+            Cell::Used(entry) if entry.id == id => Some(*entry),
+            _ => None,
+        }
+    }
+
     /// Forgets the checked-out connection in `slot`, if it is `id`.
     pub(crate) fn take_in_use(&mut self, slot: usize, id: ConnectionId) -> Option<InUse> {
         let cell = self.in_use.get_mut(slot)?;

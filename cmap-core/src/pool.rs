@@ -42,6 +42,7 @@ use crate::output::{Action, Output};
 use crate::perish::PerishRules;
 use crate::stats::Stats;
 use crate::wait_queue::{WaitQueue, Waiter};
+use crate::waiting::InUseCell;
 use crate::Address;
 
 /// The jitter seed of a pool whose options set none and whose driver drew
@@ -405,11 +406,26 @@ impl<C> Pool<C> {
         record!(self.record_check_in(now, &connection.meta));
         self.advance(now);
         let Pooled { mut meta, conn } = connection;
-        let entry = self.forget_in_use(&meta);
+        let entry = self.end_use(&meta);
         self.emit(|p| Event::ConnectionCheckedIn {
             address: p.address.clone(),
             connection_id: meta.id,
         });
+        // A busy pool's check-in: fit, and checkouts wait. The connection
+        // goes to the oldest waiter and stays in the in-use table, in its
+        // cell: what releasing the cell and taking a new one would come to
+        // (the freed cell is the first taken again). While the pool
+        // shrinks, the full path below decides.
+        if !entry.interrupted
+            && self.state == PoolState::Ready
+            && !self.queue.is_empty()
+            && self.shrinking.is_none()
+            && self.perished(&meta, false).is_none()
+        {
+            meta.last_used = self.now;
+            return Ok(self.hand_to_queue(Available { meta, conn }, serve, InUseCell::Held));
+        }
+        self.release_in_use(&meta);
         if entry.interrupted {
             // Already counted closed (its event out) when it was
             // interrupted: by a clear, or by forcing a closed pool's
@@ -443,7 +459,7 @@ impl<C> Pool<C> {
                     self.conns.push_available(available);
                     Ok(None)
                 } else {
-                    Ok(self.hand_to_queue(available, serve))
+                    Ok(self.hand_to_queue(available, serve, InUseCell::Released))
                 }
             }
         }
@@ -463,7 +479,9 @@ impl<C> Pool<C> {
         record!(self.record_input(now, || crate::recorder::Input::Detach(*connection.meta)));
         self.advance(now);
         let Pooled { meta, conn } = connection;
-        if !self.forget_in_use(&meta).interrupted {
+        let entry = self.end_use(&meta);
+        self.release_in_use(&meta);
+        if !entry.interrupted {
             self.closed_event(meta.id, meta.service_id, ClosedReason::Detached, None);
             self.serve_queue();
         }
@@ -538,13 +556,19 @@ impl<C> Pool<C> {
     /// `started_at`, and emits its `ConnectionCheckedOut`.
     pub(crate) fn hand_out(&mut self, started_at: Instant, available: Available<C>) -> Pooled<C> {
         let Available { mut meta, conn } = available;
-        meta.checked_out_at = self.now;
         meta.slot = self.conns.insert_in_use(InUse {
             id: meta.id,
             generation: meta.generation,
             service_id: meta.service_id,
             interrupted: false,
         });
+        self.hand_out_held(started_at, meta, conn)
+    }
+
+    /// [`hand_out`](Self::hand_out) of a connection that still holds its
+    /// cell in the in-use table (a check-in handed straight to a waiter).
+    pub(crate) fn hand_out_held(&mut self, started_at: Instant, mut meta: Box<Meta>, conn: C) -> Pooled<C> {
+        meta.checked_out_at = self.now;
         let duration = self.since(started_at);
         // Zero for most checkouts (served in the input that started them):
         // no addition then.
@@ -609,14 +633,22 @@ impl<C> Pool<C> {
         }
     }
 
-    fn forget_in_use(&mut self, meta: &Meta) -> InUse {
+    /// Counts the time a connection coming back was in use, and returns
+    /// its entry in the in-use table, still there.
+    fn end_use(&mut self, meta: &Meta) -> InUse {
         let used = self.since(meta.checked_out_at);
         if !used.is_zero() {
             self.hot.usage_time += used;
         }
         // A `Pooled` is unique and carries its slot, so this cannot miss.
         self.conns
-            .take_in_use(meta.slot, meta.id)
+            .in_use_entry(meta.slot, meta.id)
             .expect("a checked-out connection of this pool is in its in-use table")
+    }
+
+    /// Frees the in-use cell of a connection coming back.
+    pub(crate) fn release_in_use(&mut self, meta: &Meta) {
+        let released = self.conns.take_in_use(meta.slot, meta.id);
+        debug_assert!(released.is_some(), "its entry was just found");
     }
 }

@@ -14,6 +14,14 @@ use crate::output::Action;
 use crate::pool::{HandOver, Pool, PoolState, Serve};
 use crate::wait_queue::Waiter;
 
+/// Whether a connection handed to a waiter at check-in still holds its
+/// cell in the in-use table (see `Pool::check_in`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum InUseCell {
+    Held,
+    Released,
+}
+
 impl<C> Pool<C> {
     /// Withdraws a queued checkout whose caller went away. It ends without
     /// an outcome. If it was already served (its `Deliver` is in flight),
@@ -42,19 +50,34 @@ impl<C> Pool<C> {
     /// and a second perish check.
     /// Served `Directly`, the connection is returned as a [`HandOver`]
     /// (recorded as the `Deliver` it stands for) instead of queued.
-    pub(crate) fn hand_to_queue(&mut self, available: Available<C>, serve: Serve) -> Option<HandOver<C>> {
+    /// `cell`: whether the connection still holds its in-use cell.
+    pub(crate) fn hand_to_queue(
+        &mut self,
+        available: Available<C>,
+        serve: Serve,
+        cell: InUseCell,
+    ) -> Option<HandOver<C>> {
         let Some((id, waiter)) = self.queue.pop_front() else {
+            if cell == InUseCell::Held {
+                self.release_in_use(&available.meta);
+            }
             self.conns.push_available(available);
             return None;
         };
         self.forget_request_of(&waiter);
+        let connection = match cell {
+            InUseCell::Held => self.hand_out_held(waiter.started_at, available.meta, available.conn),
+            InUseCell::Released => self.hand_out(waiter.started_at, available),
+        };
         let handed = match serve {
             Serve::ByAction => {
-                self.deliver(id, waiter.started_at, available);
+                self.push_action(Action::Deliver {
+                    waiter: id,
+                    connection,
+                });
                 None
             }
             Serve::Directly => {
-                let connection = self.hand_out(waiter.started_at, available);
                 record!(self.record_delivered(id, connection.id()));
                 Some(HandOver {
                     waiter: id,
