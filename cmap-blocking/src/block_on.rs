@@ -171,6 +171,19 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
     output
 }
 
+/// [`block_on`] for a future that usually completes at its first poll (a
+/// checkout that finds a connection available): that poll is made at once,
+/// with a waker that does nothing, and `block_on`'s set-up (this thread's
+/// parker and timers) only follows when the future has to wait. Polled
+/// again there, with the real waker, the future replaces the one it was
+/// first given, as every future must.
+pub(crate) fn block_on_first_poll_inline<F: Future>(mut future: Pin<&mut F>) -> F::Output {
+    if let Poll::Ready(output) = future.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        return output;
+    }
+    block_on(future)
+}
+
 fn wait(parker: &Parker, timers: &RefCell<Timers>) {
     loop {
         if parker.notified.swap(false, Ordering::AcqRel) {
@@ -279,6 +292,12 @@ impl Future for Sleep {
         if self.register(cx.waker()) {
             return Poll::Pending;
         }
+        if cx.waker().will_wake(Waker::noop()) {
+            // Nobody to wake (`block_on_first_poll_inline`'s first poll):
+            // no worker either; the next poll, with a real waker, arranges
+            // the wake-up.
+            return Poll::Pending;
+        }
         // Outside `block_on`: a worker thread sleeps for us.
         match &self.fallback {
             Some(waker) => {
@@ -304,5 +323,62 @@ impl Future for Sleep {
 impl Drop for Sleep {
     fn drop(&mut self) {
         self.unregister();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::future::poll_fn;
+    use std::time::Duration;
+
+    fn in_block_on() -> bool {
+        CURRENT.with(|c| c.borrow().is_some())
+    }
+
+    #[test]
+    fn a_future_ready_at_its_first_poll_runs_outside_block_on() {
+        let mut polls = Vec::new();
+        let out = block_on_first_poll_inline(pin!(poll_fn(|_| {
+            polls.push(in_block_on());
+            Poll::Ready(7)
+        })));
+        assert_eq!((out, polls), (7, vec![false]));
+    }
+
+    #[test]
+    fn a_future_that_waits_is_polled_again_in_block_on_and_woken_through_the_real_waker() {
+        let mut polls = Vec::new();
+        let out = block_on_first_poll_inline(pin!(poll_fn(|cx| {
+            polls.push(in_block_on());
+            match polls.len() {
+                // Its waker does nothing: kept, it would never wake.
+                1 => Poll::Pending,
+                2 => {
+                    let waker = cx.waker().clone();
+                    thread::spawn(move || {
+                        thread::sleep(Duration::from_millis(10));
+                        waker.wake();
+                    });
+                    Poll::Pending
+                }
+                _ => Poll::Ready(polls.len()),
+            }
+        })));
+        assert_eq!(out, 3);
+        assert_eq!(polls, vec![false, true, true]);
+    }
+
+    #[test]
+    fn a_sleep_polled_with_nobody_to_wake_outside_block_on_arranges_nothing() {
+        let deadline = Instant::now() + Duration::from_millis(20);
+        let mut sleep = pin!(Sleep::until(deadline));
+        assert!(sleep
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+            .is_pending());
+        assert!(sleep.fallback.is_none() && sleep.registered.is_none());
+        block_on_first_poll_inline(sleep.as_mut());
+        assert!(Instant::now() >= deadline);
     }
 }

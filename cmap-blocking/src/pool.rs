@@ -13,7 +13,7 @@ use cmap_async::{
     UsageError,
 };
 
-use crate::block_on::block_on;
+use crate::block_on::{block_on, block_on_first_poll_inline};
 use crate::builder::PoolBuilder;
 use crate::events::Events;
 use crate::fork;
@@ -135,8 +135,9 @@ impl<M: ManageConnection> Pool<M> {
     pub fn get(&self) -> Result<PooledConnection<'_, M>, GetError> {
         self.after_fork();
         // Pinned where it is made: the checkout future is large, and
-        // `block_on` then moves only a pointer.
-        block_on(pin!(self.inner.get()))
+        // `block_on` then moves only a pointer. Most checkouts find a
+        // connection at their first poll, made before `block_on`'s set-up.
+        block_on_first_poll_inline(pin!(self.inner.get()))
     }
 
     /// As [`get`](Self::get), but the guard holds a handle of its own on
@@ -149,7 +150,7 @@ impl<M: ManageConnection> Pool<M> {
     #[track_caller]
     pub fn get_owned(&self) -> Result<PooledConnection<'static, M>, GetError> {
         self.after_fork();
-        block_on(pin!(self.inner.get_owned()))
+        block_on_first_poll_inline(pin!(self.inner.get_owned()))
     }
 
     /// Checks out a connection, blocking at most `timeout` instead of
@@ -162,7 +163,7 @@ impl<M: ManageConnection> Pool<M> {
     #[track_caller]
     pub fn get_timeout(&self, timeout: Duration) -> Result<PooledConnection<'_, M>, GetError> {
         self.after_fork();
-        block_on(pin!(self.inner.get_timeout(timeout)))
+        block_on_first_poll_inline(pin!(self.inner.get_timeout(timeout)))
     }
 
     /// Marks the pool ready: see [`cmap_async::Pool::ready`].
