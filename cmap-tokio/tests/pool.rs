@@ -50,3 +50,40 @@ fn the_cheap_clock_is_tokios_own_where_time_can_be_paused() {
         assert!(coarse.lag > Duration::ZERO, "the system's coarse clock on Linux");
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_burst_of_deadlines_larger_than_one_drain_all_fail_on_time() {
+    // With time paused, 300 checkouts queued at one instant share one
+    // deadline: the timer task's one wake then leaves more outputs than a
+    // turn drains, and it must turn again at once, not sleep until the
+    // pool's next deadline (the long checkout's, a minute on).
+    let pool = std::sync::Arc::new(
+        builder()
+            .max_pool_size(1)
+            .configure(|o| o.maintenance_interval(None))
+            .build(Fake::default())
+            .unwrap(),
+    );
+    let _held = pool.get().await.unwrap();
+    let long = {
+        let pool = pool.clone();
+        tokio::spawn(async move { pool.get_timeout(Duration::from_secs(60)).await.err() })
+    };
+    tokio::task::yield_now().await;
+    let t0 = tokio::time::Instant::now();
+    let burst: Vec<_> = (0..300)
+        .map(|_| {
+            let pool = pool.clone();
+            tokio::spawn(async move {
+                let err = pool.get_timeout(Duration::from_secs(1)).await.err();
+                (err, tokio::time::Instant::now())
+            })
+        })
+        .collect();
+    for checkout in burst {
+        let (err, ended) = checkout.await.unwrap();
+        assert!(err.is_some_and(|e| e.is_timeout()));
+        assert_eq!(ended - t0, Duration::from_secs(1), "every one fails at its deadline");
+    }
+    assert!(long.await.unwrap().is_some_and(|e| e.is_timeout()));
+}
