@@ -83,7 +83,11 @@ async fn a_burst_of_deadlines_larger_than_one_drain_all_fail_on_time() {
     for checkout in burst {
         let (err, ended) = checkout.await.unwrap();
         assert!(err.is_some_and(|e| e.is_timeout()));
-        assert_eq!(ended - t0, Duration::from_secs(1), "every one fails at its deadline");
+        assert_eq!(
+            ended - t0,
+            Duration::from_secs(1),
+            "every one fails at its deadline"
+        );
     }
     assert!(long.await.unwrap().is_some_and(|e| e.is_timeout()));
 }
