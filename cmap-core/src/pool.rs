@@ -422,8 +422,11 @@ impl<C> Pool<C> {
             && self.shrinking.is_none()
             && self.perished(&meta, false).is_none()
         {
-            meta.last_used = self.now;
-            return Ok(self.hand_to_queue(Available { meta, conn }, serve, InUseCell::Held));
+            if let Some(oldest) = self.queue.pop_front() {
+                meta.last_used = self.now;
+                let available = Available { meta, conn };
+                return Ok(self.hand_to_oldest(oldest, available, serve, InUseCell::Held));
+            }
         }
         self.release_in_use(&meta);
         if entry.interrupted {
@@ -455,11 +458,17 @@ impl<C> Pool<C> {
             None => {
                 meta.last_used = self.now;
                 let available = Available { meta, conn };
-                if self.queue.is_empty() || self.state != PoolState::Ready {
-                    self.conns.push_available(available);
-                    Ok(None)
-                } else {
-                    Ok(self.hand_to_queue(available, serve, InUseCell::Released))
+                // Nobody queued (the common case) costs one comparison.
+                let oldest = match self.state {
+                    PoolState::Ready if !self.queue.is_empty() => self.queue.pop_front(),
+                    _ => None,
+                };
+                match oldest {
+                    Some(oldest) => Ok(self.hand_to_oldest(oldest, available, serve, InUseCell::Released)),
+                    None => {
+                        self.conns.push_available(available);
+                        Ok(None)
+                    }
                 }
             }
         }

@@ -168,13 +168,13 @@ impl WaitQueue {
     }
 
     /// The chain's head `gone` left: the next chained entry after it
-    /// becomes the head, or the chain ends. Its common case (the oldest
-    /// waiter left, everything left comes after it, and the next one is
-    /// chained) is inlined.
+    /// becomes the head, or the chain ends. Its common case, a chained
+    /// front, is inlined: `gone` was the first chained entry, so a chained
+    /// entry left in front of all others is the first now.
     #[inline]
     fn advance_chain(&mut self, gone: WaiterId) {
         if let Some((id, front)) = self.entries.front() {
-            if id > gone && front.chained {
+            if front.chained {
                 if let Some(deadline) = front.waiter.deadline {
                     self.chain_head = Some((deadline, id));
                     return;

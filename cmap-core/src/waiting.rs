@@ -44,26 +44,20 @@ impl<C> Pool<C> {
     }
 
     /// A connection just checked in and judged fit, while checkouts wait:
-    /// the oldest waiter gets it. The same as making it available and
-    /// serving the queue (the available stack is last in, first out, so
-    /// that serves this very connection first), without the push, the pop
-    /// and a second perish check.
+    /// the oldest waiter (`id`, just taken off the queue) gets it. The same
+    /// as making it available and serving the queue (the available stack
+    /// is last in, first out, so that serves this very connection first),
+    /// without the push, the pop and a second perish check.
     /// Served `Directly`, the connection is returned as a [`HandOver`]
     /// (recorded as the `Deliver` it stands for) instead of queued.
     /// `cell`: whether the connection still holds its in-use cell.
-    pub(crate) fn hand_to_queue(
+    pub(crate) fn hand_to_oldest(
         &mut self,
+        (id, waiter): (WaiterId, Waiter),
         available: Available<C>,
         serve: Serve,
         cell: InUseCell,
     ) -> Option<HandOver<C>> {
-        let Some((id, waiter)) = self.queue.pop_front() else {
-            if cell == InUseCell::Held {
-                self.release_in_use(&available.meta);
-            }
-            self.conns.push_available(available);
-            return None;
-        };
         self.forget_request_of(&waiter);
         let connection = match cell {
             InUseCell::Held => self.hand_out_held(waiter.started_at, available.meta, available.conn),
@@ -142,47 +136,56 @@ impl<C> Pool<C> {
         if self.state != PoolState::Ready {
             return;
         }
-        if self.conns.available_len() > 0 {
-            self.serve_from_available();
+        while !self.queue.is_empty() && self.conns.available_len() > 0 {
+            if !self.serve_oldest_from_available() {
+                break;
+            }
         }
         self.start_connections_for_queue();
     }
 
-    /// The part of `serve_queue` that hands available connections out.
+    /// One turn of `serve_queue` (out of line: most calls have no turn):
+    /// the oldest waiter gets the first available connection that has not
+    /// perished. False when every one had (closed, as the spec says).
     #[inline(never)]
-    fn serve_from_available(&mut self) {
-        while !self.queue.is_empty() && self.conns.available_len() > 0 {
-            let Some(available) = self.take_available() else {
-                break;
-            };
-            let Some((id, waiter)) = self.queue.pop_front() else {
-                break;
-            };
-            self.forget_request_of(&waiter);
-            self.deliver(id, waiter.started_at, available);
+    fn serve_oldest_from_available(&mut self) -> bool {
+        let Some(available) = self.take_available() else {
+            return false;
+        };
+        match self.queue.pop_front() {
+            Some((id, waiter)) => {
+                self.forget_request_of(&waiter);
+                self.deliver(id, waiter.started_at, available);
+                true
+            }
+            None => {
+                // `serve_queue` asks only while someone waits.
+                self.conns.push_available(available);
+                false
+            }
         }
     }
 
     /// Spec: create a connection when none is available, total <
     /// maxPoolSize and pending < maxConnecting; every pending connection
     /// will serve the queue head when ready, so only the excess of waiters
-    /// over pending connections asks for more. Inlined for its first test,
-    /// which most calls fail.
+    /// over pending connections asks for more. The test is inlined (most
+    /// calls find no connection to start), each start is not.
     #[inline]
     fn start_connections_for_queue(&mut self) {
-        if self.queue.len() > self.conns.pending_len() && self.can_start_connection(true) {
-            self.start_connections_while_needed();
+        while self.queue.len() > self.conns.pending_len() && self.can_start_connection(true) {
+            self.start_connection_for_queue();
         }
     }
 
+    /// Starts one connection for the queue, for its oldest waiter that
+    /// asked for none yet.
     #[inline(never)]
-    fn start_connections_while_needed(&mut self) {
-        while self.queue.len() > self.conns.pending_len() && self.can_start_connection(true) {
-            let requester = self.queue.first_without_request_mut().map(|(id, _)| id);
-            let id = self.start_connection(requester);
-            if let Some(waiter) = requester.and_then(|w| self.queue.get_mut(w)) {
-                waiter.requested = Some(id);
-            }
+    fn start_connection_for_queue(&mut self) {
+        let requester = self.queue.first_without_request_mut().map(|(id, _)| id);
+        let id = self.start_connection(requester);
+        if let Some(waiter) = requester.and_then(|w| self.queue.get_mut(w)) {
+            waiter.requested = Some(id);
         }
     }
 
