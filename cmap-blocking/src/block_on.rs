@@ -336,6 +336,49 @@ mod tests {
         CURRENT.with(|c| c.borrow().is_some())
     }
 
+    /// The deadlines the current `block_on` call holds.
+    fn timers_held() -> usize {
+        CURRENT.with(|c| c.borrow().as_ref().map_or(0, |t| t.borrow().entries.len()))
+    }
+
+    /// The deadlines this thread's spare timers kept after its last call.
+    fn timers_kept() -> usize {
+        SPARE.with(|s| {
+            s.borrow()
+                .as_ref()
+                .map_or(0, |spare| spare.timers.borrow().entries.len())
+        })
+    }
+
+    /// A waker that notes that it was woken.
+    #[derive(Default)]
+    struct Flag(AtomicBool);
+
+    impl Wake for Flag {
+        fn wake(self: Arc<Self>) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    impl Flag {
+        fn woken(&self) -> bool {
+            self.0.load(Ordering::SeqCst)
+        }
+    }
+
+    /// Runs `f` on a thread of its own, failing if it takes more than 5 s
+    /// (a sleep nobody wakes would park its thread for good).
+    fn within_5s(f: impl FnOnce() + Send + 'static) {
+        let (done, finished) = std::sync::mpsc::channel();
+        thread::spawn(move || {
+            f();
+            let _ = done.send(());
+        });
+        finished
+            .recv_timeout(Duration::from_secs(5))
+            .expect("the block_on call parked for good: a sleep was never woken");
+    }
+
     #[test]
     fn a_future_ready_at_its_first_poll_runs_outside_block_on() {
         let mut polls = Vec::new();
@@ -380,5 +423,154 @@ mod tests {
         assert!(sleep.fallback.is_none() && sleep.registered.is_none());
         block_on_first_poll_inline(sleep.as_mut());
         assert!(Instant::now() >= deadline);
+    }
+
+    #[test]
+    fn two_sleeps_with_one_deadline_keep_their_own_timers() {
+        within_5s(|| {
+            let deadline = Instant::now() + Duration::from_millis(20);
+            block_on(async {
+                let mut first = pin!(Sleep::until(deadline));
+                let mut second = pin!(Sleep::until(deadline));
+                poll_fn(|cx| {
+                    let _ = first.as_mut().poll(cx);
+                    second.as_mut().poll(cx)
+                })
+                .await;
+            });
+            // The first dropped while the second waits, and the second not
+            // polled again until its timer wakes the call.
+            let deadline = Instant::now() + Duration::from_millis(20);
+            block_on(async {
+                let mut second = pin!(Sleep::until(deadline));
+                let mut first = Some(Box::pin(Sleep::until(deadline)));
+                poll_fn(|cx| {
+                    let ready = second.as_mut().poll(cx);
+                    if let Some(mut first) = first.take() {
+                        assert!(first.as_mut().poll(cx).is_pending());
+                    }
+                    ready
+                })
+                .await;
+            });
+        });
+    }
+
+    /// A sleep registered in one `block_on` call and polled in `later`'s,
+    /// beside a new sleep with the same deadline registered first; `keep`
+    /// says which of the two the call then waits for, the other being
+    /// dropped at once. Neither may lose the other's timer.
+    fn carried_and_fresh(carried: Pin<Box<Sleep>>, deadline: Instant, keep_carried: bool) {
+        block_on(async move {
+            let mut fresh = Some(Box::pin(Sleep::until(deadline)));
+            let mut carried = Some(carried);
+            let mut first = true;
+            poll_fn(|cx| {
+                if !first {
+                    // Woken: by the kept sleep's timer, the only one left.
+                    return Poll::Ready(());
+                }
+                first = false;
+                for sleep in [&mut fresh, &mut carried].into_iter().flatten() {
+                    assert!(sleep.as_mut().poll(cx).is_pending());
+                }
+                if keep_carried {
+                    fresh = None;
+                } else {
+                    carried = None;
+                }
+                Poll::Pending
+            })
+            .await;
+        });
+    }
+
+    #[test]
+    fn a_sleep_carried_into_another_call_keeps_its_own_timer() {
+        for keep_carried in [false, true] {
+            within_5s(move || {
+                let deadline = Instant::now() + Duration::from_millis(30);
+                let mut carried = Box::pin(Sleep::until(deadline));
+                block_on(poll_fn(|cx| {
+                    assert!(carried.as_mut().poll(cx).is_pending());
+                    Poll::Ready(())
+                }));
+                carried_and_fresh(carried, deadline, keep_carried);
+            });
+        }
+        // From one thread's first call to another thread's first call:
+        // the calls are told apart by their threads.
+        within_5s(|| {
+            let deadline = Instant::now() + Duration::from_millis(30);
+            let carried = thread::spawn(move || {
+                let mut carried = Box::pin(Sleep::until(deadline));
+                block_on(poll_fn(|cx| {
+                    assert!(carried.as_mut().poll(cx).is_pending());
+                    Poll::Ready(())
+                }));
+                carried
+            })
+            .join()
+            .unwrap();
+            thread::spawn(move || carried_and_fresh(carried, deadline, false))
+                .join()
+                .unwrap();
+        });
+    }
+
+    #[test]
+    fn a_sleep_dropped_or_left_behind_leaves_no_timer() {
+        block_on(async {
+            {
+                let mut dropped = pin!(Sleep::until(Instant::now() + Duration::from_secs(60)));
+                poll_fn(|cx| {
+                    assert!(dropped.as_mut().poll(cx).is_pending());
+                    Poll::Ready(())
+                })
+                .await;
+                assert_eq!(timers_held(), 1);
+            }
+            assert_eq!(timers_held(), 0, "a dropped sleep unregisters");
+        });
+        let mut left = Box::pin(Sleep::until(Instant::now() + Duration::from_secs(60)));
+        block_on(poll_fn(|cx| {
+            assert!(left.as_mut().poll(cx).is_pending());
+            Poll::Ready(())
+        }));
+        assert_eq!(timers_kept(), 0, "a call's timers go with it");
+    }
+
+    #[test]
+    fn a_sleep_wakes_the_waker_of_its_last_poll() {
+        // Inside block_on: polled with two wakers in turn, then the call
+        // waits for a later deadline of its own.
+        let (first, last) = (Arc::new(Flag::default()), Arc::new(Flag::default()));
+        let deadline = Instant::now() + Duration::from_millis(20);
+        let mut sleep = pin!(Sleep::until(deadline));
+        let mut after = pin!(Sleep::until(deadline + Duration::from_millis(30)));
+        let mut polled = false;
+        block_on(poll_fn(|cx| {
+            if !polled {
+                polled = true;
+                for flag in [&first, &last] {
+                    let waker = Waker::from(flag.clone());
+                    assert!(sleep.as_mut().poll(&mut Context::from_waker(&waker)).is_pending());
+                }
+            }
+            after.as_mut().poll(cx)
+        }));
+        assert!(last.woken() && !first.woken());
+        // Outside block_on (a worker thread waits for it): the same.
+        let (first, last) = (Arc::new(Flag::default()), Arc::new(Flag::default()));
+        let mut sleep = pin!(Sleep::until(Instant::now() + Duration::from_millis(20)));
+        for flag in [&first, &last] {
+            let waker = Waker::from(flag.clone());
+            assert!(sleep.as_mut().poll(&mut Context::from_waker(&waker)).is_pending());
+        }
+        let waited = Instant::now();
+        while !last.woken() && waited.elapsed() < Duration::from_secs(5) {
+            thread::sleep(Duration::from_millis(5));
+        }
+        assert!(last.woken() && !first.woken());
     }
 }
