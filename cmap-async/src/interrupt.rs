@@ -137,3 +137,26 @@ impl std::fmt::Debug for Interrupted {
             .finish_non_exhaustive()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connection_given_back_is_forgotten() {
+        let interrupts = Interrupts::default();
+        let (a, b) = (ConnectionId(1), ConnectionId(2));
+        interrupts.insert(&[a, b]);
+        assert!(interrupts.contains(a) && interrupts.contains(b));
+        assert!(!interrupts.contains(ConnectionId(3)));
+        interrupts.forget(a);
+        assert!(!interrupts.contains(a) && interrupts.contains(b));
+        interrupts.forget(b);
+        assert_eq!(
+            interrupts.len.load(Ordering::Acquire),
+            0,
+            "nothing left to look up"
+        );
+        assert!(interrupts.lock().is_empty());
+    }
+}

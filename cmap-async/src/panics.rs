@@ -189,6 +189,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(odd.message, "<not a string>");
         assert_eq!(panics.count(), 3);
+        assert_eq!(format!("{panics:?}"), "Panics(3)");
     }
 
     fn block_on<F: Future>(f: F) -> F::Output {

@@ -128,3 +128,44 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         report
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cmap_core::{PoolState, Status};
+
+    fn not_ready(wanted: usize, waited_ms: u64, available: usize, cause: Option<&str>) -> NotReadyError {
+        NotReadyError {
+            wanted,
+            context: TimeoutContext {
+                waited: Duration::from_millis(waited_ms),
+                max_pool_size: 10,
+                status: Status {
+                    state: PoolState::Ready,
+                    generation: 0,
+                    total: available,
+                    available,
+                    pending: 0,
+                    in_use: 0,
+                    waiting: 0,
+                },
+                last_error: cause.map(|c| EstablishError::network(std::io::Error::other(c.to_owned()))),
+            },
+        }
+    }
+
+    #[test]
+    fn not_ready_errors_are_equal_when_they_report_the_same() {
+        let refused = not_ready(2, 100, 1, Some("connection refused"));
+        assert_eq!(refused, not_ready(2, 100, 1, Some("connection refused")));
+        for other in [
+            not_ready(3, 100, 1, Some("connection refused")),
+            not_ready(2, 200, 1, Some("connection refused")),
+            not_ready(2, 100, 0, Some("connection refused")),
+            not_ready(2, 100, 1, Some("timed out")),
+            not_ready(2, 100, 1, None),
+        ] {
+            assert_ne!(refused, other);
+        }
+    }
+}

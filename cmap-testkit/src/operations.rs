@@ -162,6 +162,19 @@ pub async fn wait_ready_waits_for_the_minimum_and_names_the_cause<
     );
 }
 
+/// `wait_ready` counts the connections in use as open: a pool of
+/// minPoolSize 2 with one of them checked out is ready once the other is
+/// made, not when two are idle.
+pub async fn wait_ready_counts_connections_in_use<R: Runtime + Default, T: Runtime + Default>() {
+    let (m, _t) = runtimes::<R, T>();
+    let pool = builder().min_pool_size(2).build(m).unwrap();
+    let held = pool.get().await.unwrap();
+    pool.wait_ready(Duration::from_secs(2)).await.unwrap();
+    let status = pool.status();
+    assert_eq!((status.in_use, status.available), (1, 1));
+    drop(held);
+}
+
 /// `check_idle` checks every idle connection: the good ones go back, the
 /// ones that fail or outlast the timeout are closed.
 pub async fn check_idle_closes_the_idle_connections_that_fail<R: Runtime + Default, T: Runtime + Default>() {

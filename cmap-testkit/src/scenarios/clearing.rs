@@ -107,6 +107,24 @@ pub async fn clear_fails_waiters_and_closes_stale_connections<R: Runtime + Defau
     assert!(names.contains(&"ConnectionClosed"));
 }
 
+/// A clear interrupts the connections in use then, not those checked out
+/// after it, even while an interrupted one is still held.
+pub async fn only_the_connections_in_use_at_the_clear_are_interrupted<
+    R: Runtime + Default,
+    T: Runtime + Default,
+>() {
+    let (_m, _t, pool) = pool_of::<R, T>(2);
+    let old = pool.get().await.unwrap();
+    pool.clear(true).unwrap();
+    pool.ready().unwrap();
+    let new = pool.get().await.unwrap();
+    assert!(old.is_interrupted());
+    assert!(!new.is_interrupted(), "checked out after the clear");
+    assert!(format!("{:?}", old.interrupted()).contains(&format!("{:?}", old.connection_id())));
+    drop(old);
+    assert!(!new.is_interrupted());
+}
+
 /// `interrupted()` resolves when a clear interrupts the connection.
 pub async fn interrupted_future_resolves_on_an_interrupting_clear<
     R: Runtime + Default,
