@@ -316,6 +316,43 @@ mod tests {
     }
 
     #[test]
+    fn the_extensions_events_are_logged_with_their_fields() {
+        let a = Address::new("h", 1234);
+        let records = capture(&[
+            Event::ReconnectGaveUp {
+                address: a.clone(),
+                failing_for: Duration::from_millis(1500),
+                last_error: EstablishError::network(std::io::Error::other("connection refused")),
+            },
+            Event::PoolResized {
+                address: a,
+                min_pool_size: 2,
+                max_pool_size: 8,
+            },
+        ]);
+        assert_eq!(records.len(), 2, "{records:?}");
+        let (gave_up, resized) = (&records[0], &records[1]);
+        assert_eq!(gave_up.level, Level::WARN);
+        assert_eq!(
+            gave_up.fields["message"],
+            s("Connection pool gave up reconnecting")
+        );
+        assert_eq!(gave_up.fields["failingForMS"], V::F(1500.0));
+        assert_eq!(
+            gave_up.fields["error"],
+            s("connection refused [SystemOverloadedError, RetryableError]")
+        );
+        assert_eq!(resized.level, Level::DEBUG);
+        assert_eq!(resized.fields["message"], s("Connection pool resized"));
+        assert_eq!(resized.fields["minPoolSize"], V::U(2));
+        assert_eq!(resized.fields["maxPoolSize"], V::U(8));
+        for r in &records {
+            assert_eq!(r.fields["serverHost"], s("h"));
+            assert_eq!(r.fields["serverPort"], V::U(1234));
+        }
+    }
+
+    #[test]
     fn every_message_has_the_spec_string_and_fields() {
         let a = Address::new("h", 1234);
         let refused = EstablishError::network(std::io::Error::other("connection refused"));

@@ -143,6 +143,7 @@ macro_rules! pool_scenarios {
             close_gracefully_waits_for_connections_in_use_then_forces_the_rest,
             wait_ready_waits_for_the_minimum_and_names_the_cause,
             wait_ready_counts_connections_in_use,
+            the_builders_options_are_the_pools,
             check_idle_closes_the_idle_connections_that_fail,
             a_guard_held_past_the_leak_threshold_is_reported_once,
             metrics_count_checkouts_through_the_facade,

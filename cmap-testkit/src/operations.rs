@@ -119,6 +119,31 @@ pub async fn close_gracefully_waits_for_connections_in_use_then_forces_the_rest<
     }
 }
 
+/// Whole options given to the builder are the pool's, as they are; a
+/// reconnect policy set on the builder is the pool's too.
+pub async fn the_builders_options_are_the_pools<R: Runtime + Default, T: Runtime + Default>() {
+    let (m, _t) = runtimes::<R, T>();
+    let options = cmap_async::PoolOptions::builder()
+        .max_pool_size(3)
+        .max_connecting(1)
+        .build()
+        .unwrap();
+    let pool = builder().options(options.clone()).build(m.clone()).unwrap();
+    let used = pool.options();
+    assert_eq!(
+        (used.max_pool_size(), used.max_connecting(), used.reconnect()),
+        (3, 1, options.reconnect())
+    );
+    assert!(builder()
+        .build(m.clone())
+        .unwrap()
+        .options()
+        .reconnect()
+        .is_some());
+    let pool = builder().reconnect(None).build(m).unwrap();
+    assert_eq!(pool.options().reconnect(), None, "a cleared pool stays paused");
+}
+
 /// `wait_ready` waits until minPoolSize connections are open, and fails
 /// at its timeout naming the cause when the server refuses; with
 /// minPoolSize 0 one checkout proves the server answers; `build_and_wait`
