@@ -656,7 +656,7 @@ impl<C> Pool<C> {
     }
 
     /// Frees the in-use cell of a connection coming back.
-    pub(crate) fn release_in_use(&mut self, meta: &Meta) {
+    fn release_in_use(&mut self, meta: &Meta) {
         let released = self.conns.take_in_use(meta.slot, meta.id);
         debug_assert!(released.is_some(), "its entry was just found");
     }
