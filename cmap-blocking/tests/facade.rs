@@ -108,3 +108,13 @@ fn the_flight_recorders_recording_reaches_the_facade() {
     let plain = builder().build(SyncFake::default()).unwrap();
     assert!(plain.recording().is_none());
 }
+
+#[test]
+fn try_next_takes_a_buffered_event_without_waiting() {
+    let pool = builder().build(SyncFake::default()).unwrap();
+    let mut events = pool.events();
+    assert!(events.try_next().is_none(), "nothing happened yet");
+    drop(pool.get().unwrap());
+    let first = events.try_next().expect("the checkout's events are buffered");
+    assert_eq!(first.name(), "ConnectionCheckOutStarted");
+}
