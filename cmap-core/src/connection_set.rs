@@ -188,19 +188,14 @@ impl<C> ConnectionSet<C> {
         }
     }
 
-    /// Forgets the checked-out connection in `slot`, if it is `id`.
-    pub(crate) fn take_in_use(&mut self, slot: usize, id: ConnectionId) -> Option<InUse> {
-        let cell = self.in_use.get_mut(slot)?;
-        let entry = match *cell {
-            Cell::Used(entry) if entry.id == id => entry,
-            _ => return None,
-        };
-        *cell = Cell::Free { next: self.free_head };
+    /// Frees the cell `slot` of a checked-out connection whose entry
+    /// there is `entry` (as [`in_use_entry`](Self::in_use_entry) found it).
+    pub(crate) fn free_in_use(&mut self, slot: usize, entry: InUse) {
+        self.in_use[slot] = Cell::Free { next: self.free_head };
         self.free_head = slot;
         if !entry.interrupted {
             self.in_use_count -= 1;
         }
-        Some(entry)
     }
 
     /// Marks the in-use connections `pick` selects as interrupted (no

@@ -428,7 +428,7 @@ impl<C> Pool<C> {
                 return Ok(self.hand_to_oldest(oldest, available, serve, InUseCell::Held));
             }
         }
-        self.release_in_use(&meta);
+        self.conns.free_in_use(meta.slot, entry);
         if entry.interrupted {
             // Already counted closed (its event out) when it was
             // interrupted: by a clear, or by forcing a closed pool's
@@ -489,7 +489,7 @@ impl<C> Pool<C> {
         self.advance(now);
         let Pooled { meta, conn } = connection;
         let entry = self.end_use(&meta);
-        self.release_in_use(&meta);
+        self.conns.free_in_use(meta.slot, entry);
         if !entry.interrupted {
             self.closed_event(meta.id, meta.service_id, ClosedReason::Detached, None);
             self.serve_queue();
@@ -653,11 +653,5 @@ impl<C> Pool<C> {
         self.conns
             .in_use_entry(meta.slot, meta.id)
             .expect("a checked-out connection of this pool is in its in-use table")
-    }
-
-    /// Frees the in-use cell of a connection coming back.
-    fn release_in_use(&mut self, meta: &Meta) {
-        let released = self.conns.take_in_use(meta.slot, meta.id);
-        debug_assert!(released.is_some(), "its entry was just found");
     }
 }
