@@ -327,7 +327,7 @@ impl Drop for Sleep {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::future::poll_fn;
     use std::time::Duration;
@@ -364,6 +364,25 @@ mod tests {
         fn woken(&self) -> bool {
             self.0.load(Ordering::SeqCst)
         }
+    }
+
+    /// Polls `future` (which must wait) with one waker, then another, and
+    /// asserts that the second one is woken within 5 s and the first not:
+    /// a future wakes the waker of its last poll.
+    pub(crate) fn assert_wakes_the_waker_of_its_last_poll<F: Future>(mut future: Pin<&mut F>) {
+        let (first, last) = (Arc::new(Flag::default()), Arc::new(Flag::default()));
+        for flag in [&first, &last] {
+            let waker = Waker::from(flag.clone());
+            assert!(future
+                .as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending());
+        }
+        let waited = Instant::now();
+        while !last.woken() && waited.elapsed() < Duration::from_secs(5) {
+            thread::sleep(Duration::from_millis(2));
+        }
+        assert!(last.woken() && !first.woken());
     }
 
     /// Runs `f` on a thread of its own, failing if it takes more than 5 s
@@ -561,16 +580,8 @@ mod tests {
         }));
         assert!(last.woken() && !first.woken());
         // Outside block_on (a worker thread waits for it): the same.
-        let (first, last) = (Arc::new(Flag::default()), Arc::new(Flag::default()));
-        let mut sleep = pin!(Sleep::until(Instant::now() + Duration::from_millis(20)));
-        for flag in [&first, &last] {
-            let waker = Waker::from(flag.clone());
-            assert!(sleep.as_mut().poll(&mut Context::from_waker(&waker)).is_pending());
-        }
-        let waited = Instant::now();
-        while !last.woken() && waited.elapsed() < Duration::from_secs(5) {
-            thread::sleep(Duration::from_millis(5));
-        }
-        assert!(last.woken() && !first.woken());
+        assert_wakes_the_waker_of_its_last_poll(pin!(Sleep::until(
+            Instant::now() + Duration::from_millis(20)
+        )));
     }
 }

@@ -166,37 +166,16 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::task::Wake;
-    use std::time::{Duration, Instant};
-
-    #[derive(Default)]
-    struct Flag(AtomicBool);
-
-    impl Wake for Flag {
-        fn wake(self: Arc<Self>) {
-            self.0.store(true, Ordering::SeqCst);
-        }
-    }
+    use crate::block_on::tests::assert_wakes_the_waker_of_its_last_poll;
+    use std::time::Duration;
 
     #[test]
     fn an_unblocked_call_wakes_the_waker_of_its_last_poll() {
-        let (first, last) = (Arc::new(Flag::default()), Arc::new(Flag::default()));
         let mut call = unblock(|| {
             thread::sleep(Duration::from_millis(20));
             5
         });
-        for flag in [&first, &last] {
-            let waker = Waker::from(flag.clone());
-            assert!(Pin::new(&mut call)
-                .poll(&mut Context::from_waker(&waker))
-                .is_pending());
-        }
-        let t0 = Instant::now();
-        while !last.0.load(Ordering::SeqCst) && t0.elapsed() < Duration::from_secs(5) {
-            thread::sleep(Duration::from_millis(2));
-        }
-        assert!(last.0.load(Ordering::SeqCst) && !first.0.load(Ordering::SeqCst));
+        assert_wakes_the_waker_of_its_last_poll(Pin::new(&mut call));
         let waker = Waker::noop();
         assert_eq!(
             Pin::new(&mut call).poll(&mut Context::from_waker(waker)),
