@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# Makes sure the project's Redis server answers at 127.0.0.1:6379, starting
-# it if it is down. Installs nothing: the server is part of every machine of
-# the project.
+# Makes sure Redis answers at 127.0.0.1:6379: installs Debian's
+# `redis-server` if it is missing and starts it if it is down, with no
+# persistence (nothing written into the working tree).
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 
 ready() { redis-cli -h 127.0.0.1 -p 6379 ping 2>/dev/null | grep -q PONG; }
 
-if ! ready; then
-  command -v redis-server >/dev/null || { echo "error: redis-server is not installed" >&2; exit 1; }
-  echo "starting Redis"
-  # No snapshots: nothing written into the working tree.
-  redis-server --bind 127.0.0.1 --port 6379 --save "" --appendonly no --daemonize yes
-  for _ in $(seq 1 30); do ready && break; sleep 1; done
+if ready; then
+  say "already up at 127.0.0.1:6379"
+  exit 0
 fi
-ready || { echo "error: Redis does not answer at 127.0.0.1:6379" >&2; exit 1; }
-echo "Redis is up"
+apt_install redis-server
+command -v redis-server >/dev/null || die "redis-server is missing after the install"
+say "starting Redis"
+redis-server --bind 127.0.0.1 --port 6379 --save "" --appendonly no --dir /tmp \
+  --logfile /tmp/cmap-redis.log --daemonize yes
+wait_for 30 ready || die "Redis does not answer at 127.0.0.1:6379 (see /tmp/cmap-redis.log)"
+say "up at 127.0.0.1:6379"

@@ -20,6 +20,8 @@
 //!   messages, and the transcript a pool must log.
 //! - [`recorder`]: a `metrics` recorder that keeps every value.
 //! - [`echo`]: the echo server and printing the examples share.
+//! - [`mongo`]: where the MongoDB-compatible test servers listen, and
+//!   whether the tests that need them run.
 //! - [`postgres`]: the pool against a real PostgreSQL server, one check
 //!   per `async fn`, generic over the client and the runtimes; the
 //!   [`postgres_checks!`] macro turns them into `#[test]`s.
@@ -30,6 +32,7 @@ pub mod echo;
 mod fake;
 mod flight;
 pub mod logs;
+pub mod mongo;
 mod operations;
 mod panic_safety;
 pub mod postgres;

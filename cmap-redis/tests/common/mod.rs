@@ -4,7 +4,7 @@
 
 use std::io::Write as _;
 
-/// The local server every machine of the project runs.
+/// The local server `.ci/redis.sh` starts.
 pub const URL: &str = "redis://127.0.0.1:6379/";
 
 /// Whether the server tests run; says why not, past the test harness's

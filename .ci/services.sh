@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Makes sure every server the tests and benchmarks need answers on this
+# machine, installing and starting what is missing (idempotent, and quick
+# when all is up):
+#
+#   PostgreSQL  127.0.0.1:5432   user postgres, trust auth, database test
+#   Redis       127.0.0.1:6379
+#   FerretDB    127.0.0.1:27017  (authentication; user cmap / cmap-secret, database test)
+#               127.0.0.1:27018  (no authentication)
+#
+# Each script prints what it did and fails naming the missing piece.
+# Run as root (apt-get, pg_ctlcluster). `.ci/run` calls it; run it by hand
+# before `CMAP_PG_TESTS=1 CMAP_REDIS_TESTS=1 CMAP_MONGO_TESTS=1 cargo test`.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+for service in postgres redis ferretdb; do
+  start=$SECONDS
+  bash "./$service.sh"
+  echo "[$service] $((SECONDS - start)) s"
+done
