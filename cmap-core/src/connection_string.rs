@@ -1,6 +1,7 @@
-//! A MongoDB connection string, read far enough for a pool: the scheme,
-//! the user information (checked, never kept), the hosts, and the query
-//! options, sorted into the pool's, the other known MongoDB options (left
+//! A MongoDB connection string, read far enough for a pool and its
+//! connection manager: the scheme, the user information (decoded, and
+//! shown nowhere), the hosts, the database, and the query options, sorted
+//! into the pool's, the other known MongoDB options (their values kept
 //! for the driver), and unknown ones.
 //!
 //! Nothing that could be part of a password is ever quoted in an error or
@@ -98,10 +99,41 @@ pub struct ConnectionString {
     /// hides them: they may be part of a password).
     hosts_shown: bool,
     srv_name: Option<String>,
+    user_info: Option<UserInfo>,
+    database: Option<String>,
     /// The pool's options as given: canonical name, value, and whether
     /// the value may be quoted.
     pool_options: Vec<(&'static str, String, bool)>,
+    /// The driver's options: canonical name and percent-decoded value.
+    driver_options: Vec<(&'static str, String)>,
     unknown: Vec<UnknownOption>,
+}
+
+/// The user name and password of a connection string, percent-decoded.
+/// `Debug` shows neither.
+#[derive(Clone, PartialEq, Eq)]
+pub struct UserInfo {
+    username: String,
+    password: Option<String>,
+}
+
+impl UserInfo {
+    /// The user name.
+    pub fn username(&self) -> &str {
+        &self.username
+    }
+
+    /// The password, if the string gives one (`user:password@`).
+    pub fn password(&self) -> Option<&str> {
+        self.password.as_deref()
+    }
+}
+
+/// `UserInfo { .. }`: the user name and password may be secrets.
+impl fmt::Debug for UserInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UserInfo").finish_non_exhaustive()
+    }
 }
 
 /// The user information and option values are left out, and so are hosts
@@ -124,6 +156,14 @@ impl fmt::Debug for ConnectionString {
                     .pool_options
                     .iter()
                     .map(|(name, _, _)| name)
+                    .collect::<Vec<_>>(),
+            )
+            .field(
+                "driver_options",
+                &self
+                    .driver_options
+                    .iter()
+                    .map(|(name, _)| name)
                     .collect::<Vec<_>>(),
             )
             .field("unknown", &self.unknown)
@@ -194,15 +234,13 @@ impl ConnectionString {
 
         let delimiter = rest.find(['/', '?']).unwrap_or(rest.len());
         let first_at = rest.find('@');
-        let (host_start, ambiguous) = match first_at {
-            Some(at) if at < delimiter => {
-                check_user_info(&rest[..at])?;
-                (at + 1, false)
-            }
-            Some(_) => (0, true),
-            None => (0, false),
+        let (host_start, ambiguous, user_info) = match first_at {
+            Some(at) if at < delimiter => (at + 1, false, Some(parse_user_info(&rest[..at])?)),
+            Some(_) => (0, true, None),
+            None => (0, false, None),
         };
-        let parsed = Self::parse_after_user_info(srv, rest, base + host_start, host_start, secret_end);
+        let parsed = Self::parse_after_user_info(srv, rest, base + host_start, host_start, secret_end)
+            .map(|cs| ConnectionString { user_info, ..cs });
         match parsed {
             // The `@` after a `/` or `?` may belong to an option's value
             // (`appName=me@example`): a string that reads well that way is
@@ -258,9 +296,18 @@ impl ConnectionString {
             hosts: Vec::new(),
             hosts_shown: offset >= secret_end,
             srv_name: None,
+            user_info: None,
+            database: None,
             pool_options: Vec::new(),
+            driver_options: Vec::new(),
             unknown: Vec::new(),
         };
+        if !database.is_empty() {
+            let decoded = percent_decode(database).ok_or(ConnectionStringError::Database {
+                reason: "it is not percent-encoded UTF-8",
+            })?;
+            cs.database = Some(decoded);
+        }
         if authority.is_empty() {
             return Err(ConnectionStringError::NoHost);
         }
@@ -317,7 +364,13 @@ impl ConnectionString {
                 let value_at = pair_at + name.len() + 1;
                 cs.pool_options
                     .push((option, value.to_owned(), value_at >= secret_end));
-            } else if !DRIVER_OPTIONS.iter().any(|o| o.eq_ignore_ascii_case(name)) {
+            } else if let Some(option) = DRIVER_OPTIONS.iter().find(|o| o.eq_ignore_ascii_case(name)) {
+                let value = percent_decode(value).ok_or_else(|| ConnectionStringError::Option {
+                    option: quote(name, pair_at),
+                    reason: "has a value that is not percent-encoded UTF-8",
+                })?;
+                cs.driver_options.push((option, value));
+            } else {
                 cs.unknown.push(UnknownOption {
                     name: quote(name, pair_at),
                     suggestion: (pair_at >= secret_end).then(|| nearest(name)).flatten(),
@@ -336,6 +389,42 @@ impl ConnectionString {
     /// The host name a `mongodb+srv://` string looks up.
     pub fn srv_name(&self) -> Option<&str> {
         self.srv_name.as_deref()
+    }
+
+    /// The user name and password, percent-decoded, if the string gives
+    /// them.
+    pub fn user_info(&self) -> Option<&UserInfo> {
+        self.user_info.as_ref()
+    }
+
+    /// The database after the hosts (`mongodb://host/db`), percent-decoded:
+    /// the default authentication database.
+    pub fn database(&self) -> Option<&str> {
+        self.database.as_deref()
+    }
+
+    /// The value of a known driver option (not a pool option), found by
+    /// name whatever its case, percent-decoded; the last one given wins.
+    ///
+    /// ```
+    /// let cs = cmap_core::ConnectionString::parse("mongodb://db/?appname=my%20app").unwrap();
+    /// assert_eq!(cs.driver_option("appName"), Some("my app"));
+    /// ```
+    pub fn driver_option(&self, name: &str) -> Option<&str> {
+        self.driver_options
+            .iter()
+            .rev()
+            .find(|(known, _)| known.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value.as_str())
+    }
+
+    /// The known driver options given, in order: canonical name and
+    /// percent-decoded value. A manager refuses the ones it does not
+    /// implement by name.
+    pub fn driver_options(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        self.driver_options
+            .iter()
+            .map(|(name, value)| (*name, value.as_str()))
     }
 
     /// The options that are neither the pool's nor known driver options,
@@ -369,7 +458,46 @@ fn is_scheme(s: &str) -> bool {
 }
 
 /// User information is `user[:password]`, with `@ : / ? %` percent-encoded
-/// (spec: "Connection String", userinfo).
+/// (spec: "Connection String", userinfo); decoded.
+fn parse_user_info(user_info: &str) -> Result<UserInfo, ConnectionStringError> {
+    check_user_info(user_info)?;
+    let decode = |text: &str| {
+        percent_decode(text).ok_or(ConnectionStringError::UserInfo {
+            reason: "it is not UTF-8 once percent-decoded",
+        })
+    };
+    let (username, password) = match user_info.split_once(':') {
+        Some((user, password)) => (user, Some(password)),
+        None => (user_info, None),
+    };
+    Ok(UserInfo {
+        username: decode(username)?,
+        password: password.map(decode).transpose()?,
+    })
+}
+
+/// `%XX` escapes decoded; `None` for a `%` that starts no escape, or
+/// bytes that are not UTF-8.
+fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes.get(i + 1..i + 3)?;
+            if !hex.iter().all(u8::is_ascii_hexdigit) {
+                return None;
+            }
+            out.push(u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
 fn check_user_info(user_info: &str) -> Result<(), ConnectionStringError> {
     let err = |reason| Err(ConnectionStringError::UserInfo { reason });
     if user_info.matches(':').count() > 1 {

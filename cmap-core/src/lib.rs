@@ -139,7 +139,7 @@ mod waiting;
 
 pub use address::Address;
 pub use connection::{ConnectionId, Pooled, ServiceId, WaiterId};
-pub use connection_string::{ConnectionString, UnknownOption, DEFAULT_PORT, REDACTED};
+pub use connection_string::{ConnectionString, UnknownOption, UserInfo, DEFAULT_PORT, REDACTED};
 pub use error::{
     CheckInError, CheckOutError, ClearCause, ConnectionStringError, EstablishError, EstablishErrorKind,
     InterruptedError, OptionsError, SharedError, TimeoutContext, UsageError, RETRYABLE_ERROR,

@@ -243,6 +243,7 @@ fn everything_said_about(uri: &str) -> Vec<String> {
         Err(e) => said.extend([e.to_string(), format!("{e:?}")]),
         Ok(cs) => {
             said.push(format!("{cs:?}"));
+            said.push(format!("{:?}", cs.user_info()));
             for unknown in cs.unknown_options() {
                 said.extend([
                     unknown.to_string(),
@@ -319,4 +320,92 @@ fn what_may_be_a_password_is_shown_redacted() {
     // After the last `@`, names are quoted.
     let cs = ConnectionString::parse("mongodb://app:pw@db/?maxPoolSizee=1").unwrap();
     assert_eq!(cs.unknown_options()[0].name(), "maxPoolSizee");
+}
+
+#[test]
+fn the_user_information_is_percent_decoded_and_debug_shows_none_of_it() {
+    let cs = ConnectionString::parse("mongodb://us%3Aer:p%40ss%2Fw%3Ard@db/").unwrap();
+    let user = cs.user_info().expect("user information");
+    assert_eq!((user.username(), user.password()), ("us:er", Some("p@ss/w:rd")));
+    let shown = format!("{user:?} {cs:?}");
+    assert!(!shown.contains("us:er") && !shown.contains("p@ss"), "{shown}");
+
+    let cs = ConnectionString::parse("mongodb://only-a-user@db/").unwrap();
+    let user = cs.user_info().unwrap();
+    assert_eq!((user.username(), user.password()), ("only-a-user", None));
+    assert_eq!(
+        ConnectionString::parse("mongodb://db/").unwrap().user_info(),
+        None
+    );
+    // An empty password is a password.
+    let cs = ConnectionString::parse("mongodb://u:@db/").unwrap();
+    assert_eq!(cs.user_info().unwrap().password(), Some(""));
+    // Not UTF-8 once decoded.
+    assert!(matches!(
+        ConnectionString::parse("mongodb://u:%FF@db/").unwrap_err(),
+        ConnectionStringError::UserInfo { .. }
+    ));
+}
+
+#[test]
+fn the_database_is_read_and_decoded() {
+    assert_eq!(
+        ConnectionString::parse("mongodb://db/app").unwrap().database(),
+        Some("app")
+    );
+    assert_eq!(
+        ConnectionString::parse("mongodb://db/my%2Dapp?tls=true")
+            .unwrap()
+            .database(),
+        Some("my-app")
+    );
+    assert_eq!(ConnectionString::parse("mongodb://db/").unwrap().database(), None);
+    assert_eq!(
+        ConnectionString::parse("mongodb://db/?tls=true")
+            .unwrap()
+            .database(),
+        None
+    );
+    assert_eq!(ConnectionString::parse("mongodb://db").unwrap().database(), None);
+}
+
+#[test]
+fn driver_options_keep_their_decoded_values_under_their_canonical_names() {
+    let cs = ConnectionString::parse(
+        "mongodb://db/?APPNAME=my%20app&maxPoolSize=3&authsource=admin&tlsCAFile=%2Fetc%2Fca.pem&appName=last",
+    )
+    .unwrap();
+    assert_eq!(
+        cs.driver_option("appname"),
+        Some("last"),
+        "the last one given wins"
+    );
+    assert_eq!(cs.driver_option("authSource"), Some("admin"));
+    assert_eq!(cs.driver_option("tlscafile"), Some("/etc/ca.pem"));
+    assert_eq!(
+        cs.driver_option("maxPoolSize"),
+        None,
+        "a pool option is not a driver option"
+    );
+    assert_eq!(cs.driver_option("loadBalanced"), None);
+    let names: Vec<&str> = cs.driver_options().map(|(name, _)| name).collect();
+    assert_eq!(names, ["appName", "authSource", "tlsCAFile", "appName"]);
+    assert_eq!(cs.driver_options().next(), Some(("appName", "my app")));
+    // Values are not shown by `Debug`: a proxy password is one of them.
+    let cs = ConnectionString::parse("mongodb://db/?proxyPassword=Qx7Zq9").unwrap();
+    assert!(!format!("{cs:?}").contains("Qx7Zq9"));
+    // A `%` that starts no escape, in a value.
+    for bad in [
+        "mongodb://db/?appName=100%",
+        "mongodb://db/?appName=%zz",
+        "mongodb://db/?appName=%+1",
+    ] {
+        assert!(
+            matches!(
+                ConnectionString::parse(bad).unwrap_err(),
+                ConnectionStringError::Option { .. }
+            ),
+            "{bad}"
+        );
+    }
 }
