@@ -53,7 +53,10 @@ fn assert_hello(addr: &str) {
     let max_wire = reply.get_i32("maxWireVersion").expect("maxWireVersion");
     // The handshake specification's minimum: MongoDB 4.0's wire version.
     assert!(max_wire >= 7, "maxWireVersion {max_wire} in {reply}");
-    assert!(reply.get_i32("maxMessageSizeBytes").is_ok_and(|n| n > 0), "{reply}");
+    assert!(
+        reply.get_i32("maxMessageSizeBytes").is_ok_and(|n| n > 0),
+        "{reply}"
+    );
 }
 
 #[test]
@@ -73,7 +76,11 @@ fn the_authenticating_server_refuses_unauthenticated_writes() {
     let insert = doc! { "insert": "smoke", "documents": [{ "x": 1 }], "$db": "test" };
     let refused = run_command(mongo::AUTH_ADDR, &insert);
     assert_eq!(refused.get_f64("ok").ok(), Some(0.0), "{refused}");
-    assert_eq!(refused.get_str("codeName").ok(), Some("Unauthorized"), "{refused}");
+    assert_eq!(
+        refused.get_str("codeName").ok(),
+        Some("Unauthorized"),
+        "{refused}"
+    );
     let accepted = run_command(mongo::OPEN_ADDR, &insert);
     assert_eq!(accepted.get_f64("ok").ok(), Some(1.0), "{accepted}");
 }
