@@ -152,6 +152,8 @@ type Callback = Arc<dyn Fn(&Event) + Send + Sync>;
 #[must_use = "a builder does nothing until `build`"]
 pub struct PoolBuilder<M, R> {
     address: Option<Result<Address, BuildError>>,
+    /// The one host of the connection string, if it names one.
+    address_from_uri: Option<Address>,
     options: PoolOptionsBuilder,
     given: Option<PoolOptions>,
     option_error: Option<OptionsError>,
@@ -179,6 +181,7 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
     pub fn new() -> Self {
         PoolBuilder {
             address: None,
+            address_from_uri: None,
             options: PoolOptions::builder()
                 .reconnect(Some(default_reconnect()))
                 .wait_queue_timeout(DEFAULT_WAIT_QUEUE_TIMEOUT)
@@ -250,8 +253,10 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
     /// it an error. Neither the string nor any part of its password is
     /// ever logged or put in an error.
     ///
-    /// The hosts of the string are checked, not used: the pool's address
-    /// is still [`address`](Self::address).
+    /// A string that names one host gives the pool its address, unless
+    /// [`address`](Self::address) gives one (before or after); with
+    /// several hosts (a pool serves one server) or `mongodb+srv://`, the
+    /// address comes from [`address`](Self::address) or the manager.
     ///
     /// ```
     /// # use cmap_async::{ManageConnection, PoolBuilder, Runtime};
@@ -281,6 +286,9 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
                             "{unknown}, ignored"
                         );
                     }
+                }
+                if let ([host], None) = (cs.hosts(), &self.address) {
+                    self.address_from_uri = Some(host.clone());
                 }
                 cs.apply_to(&mut self.options, strict)
             });
@@ -499,7 +507,10 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
     pub fn build_on(self, manager: M, rt: R) -> Result<Pool<M, R>, BuildError> {
         let address = match self.address {
             Some(given) => given?,
-            None => manager.address().ok_or(BuildError::MissingAddress)?,
+            None => match self.address_from_uri {
+                Some(host) => host,
+                None => manager.address().ok_or(BuildError::MissingAddress)?,
+            },
         };
         let mut options = match self.given {
             Some(options) => options,

@@ -126,6 +126,7 @@ macro_rules! pool_scenarios {
             a_dropped_pool_closes_and_its_tasks_end,
             start_paused_waits_for_ready,
             a_bad_address_or_option_fails_the_build,
+            the_connection_strings_one_host_is_the_address,
             a_zero_timeout_takes_an_available_connection_or_fails_at_once,
             concurrent_inputs_never_reorder_events,
             a_callback_may_call_into_its_pool,

@@ -93,3 +93,28 @@ pub async fn a_bad_address_or_option_fails_the_build<R: Runtime + Default, T: Ru
     let err = builder::<R>().max_connecting(0).build(m).unwrap_err();
     assert!(err.to_string().contains("maxConnecting"), "{err}");
 }
+
+/// A connection string that names one host gives the pool its address;
+/// `address()`, before or after it, wins; several hosts give none.
+pub async fn the_connection_strings_one_host_is_the_address<R: Runtime + Default, T: Runtime + Default>() {
+    let (m, _t) = runtimes::<R, T>();
+    let build = |b: cmap_async::PoolBuilder<Fake<R>, R>| b.start_paused(true).build(m.clone()).unwrap();
+    let address = |pool: &Pool<Fake<R>, R>| pool.address().to_string();
+    let uri = "mongodb://db.example:27018/?maxPoolSize=3";
+    assert_eq!(
+        address(&build(Pool::builder().connection_string(uri))),
+        "db.example:27018"
+    );
+    assert_eq!(
+        address(&build(Pool::builder().address("a:1").connection_string(uri))),
+        "a:1"
+    );
+    assert_eq!(
+        address(&build(Pool::builder().connection_string(uri).address("a:1"))),
+        "a:1"
+    );
+    let several = Pool::<Fake<R>, R>::builder()
+        .connection_string("mongodb://a,b/")
+        .build(m.clone());
+    assert_eq!(several.unwrap_err(), BuildError::MissingAddress);
+}
