@@ -22,6 +22,8 @@
 //! - [`echo`]: the echo server and printing the examples share.
 //! - [`mongo`]: where the MongoDB-compatible test servers listen, and
 //!   whether the tests that need them run.
+//! - [`proxy`]: a loopback TCP fault proxy (refuse, cut, blackhole,
+//!   delay) for the tests and benchmarks that take a real server down.
 //! - [`postgres`]: the pool against a real PostgreSQL server, one check
 //!   per `async fn`, generic over the client and the runtimes; the
 //!   [`postgres_checks!`] macro turns them into `#[test]`s.
@@ -36,6 +38,7 @@ pub mod mongo;
 mod operations;
 mod panic_safety;
 pub mod postgres;
+pub mod proxy;
 pub mod recorder;
 pub mod rt;
 pub mod scenarios;

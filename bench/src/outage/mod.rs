@@ -1,7 +1,7 @@
 //! `bench outage`: the pools against a PostgreSQL that refuses, cuts or
 //! blackholes connections (issue 16's fault benchmark).
 //!
-//! Each pool, in turn, gets a fresh fault proxy ([`proxy::Proxy`]) in
+//! Each pool, in turn, gets a fresh fault proxy ([`Proxy`]) in
 //! front of the local PostgreSQL (127.0.0.1:5432, user `postgres`, trust
 //! authentication, database `test`) and the issue's load: maxPoolSize 10,
 //! a 5 s wait timeout, every other option at the pool's builder default,
@@ -10,7 +10,6 @@
 //! switches the proxy's modes while every `get()` is timed.
 
 pub mod pg;
-pub mod proxy;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -18,8 +17,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
+use cmap_testkit::proxy::{Mode, Proxy};
 use pg::{AsyncPgPool, Counters, PgSetup};
-use proxy::{Mode, Proxy};
 
 const POSTGRES: &str = "127.0.0.1:5432";
 const TASKS: usize = 50;

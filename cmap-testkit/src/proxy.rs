@@ -1,5 +1,5 @@
-//! A loopback TCP fault proxy in front of the local PostgreSQL, for
-//! `bench outage`. It runs on a current-thread tokio runtime of its own,
+//! A loopback TCP fault proxy in front of a local server, for the tests
+//! and for `bench outage`. It runs on a current-thread tokio runtime of its own,
 //! on a thread of its own, so that the load on the pools' runtime does not
 //! delay it, and its mode is switched at run time from the scenario's
 //! thread:
@@ -35,9 +35,13 @@ const MAX_LIFETIME: Duration = Duration::from_secs(300);
 /// What the proxy does with connections.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
+    /// Forward every connection.
     Pass,
+    /// Refuse new connections (the listener is closed).
     Refuse,
+    /// Accept and forward nothing.
     Blackhole,
+    /// Wait this long before connecting a new connection upstream.
     Delay(Duration),
 }
 
