@@ -32,3 +32,139 @@ pub fn server_tests_enabled(test: &str) -> bool {
     );
     false
 }
+
+/// A FerretDB of a test's own, on free loopback ports, without
+/// authentication: a server the test may kill and restart, and whose
+/// connections no other test opens. The binary is the one
+/// `.ci/ferretdb.sh` built (`CMAP_FERRETDB_BIN`, or its cache path).
+/// Dropping it kills the server.
+pub struct OwnFerretDb {
+    binary: std::path::PathBuf,
+    dir: std::path::PathBuf,
+    port: u16,
+    metrics_port: u16,
+    child: Option<std::process::Child>,
+}
+
+impl OwnFerretDb {
+    /// Starts one and waits until it answers.
+    ///
+    /// # Panics
+    ///
+    /// If the binary is missing or the server does not start in 30 s.
+    pub fn start(name: &str) -> OwnFerretDb {
+        let binary = std::env::var_os("CMAP_FERRETDB_BIN").map_or_else(
+            || {
+                let home = std::env::var_os("HOME").unwrap_or_default();
+                std::path::Path::new(&home).join(".cache/cmap-pool/ferretdb-v1.24.2")
+            },
+            Into::into,
+        );
+        assert!(
+            binary.exists(),
+            "no FerretDB binary at {} (bash .ci/ferretdb.sh builds it)",
+            binary.display()
+        );
+        let dir = std::env::temp_dir().join(format!("cmap-own-ferretdb-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a data folder");
+        let mut server = OwnFerretDb {
+            binary,
+            dir,
+            port: free_port(),
+            metrics_port: free_port(),
+            child: None,
+        };
+        server.restart();
+        server
+    }
+
+    /// The port it listens on (127.0.0.1).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Kills the server at once: its connections are cut and new ones
+    /// refused.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts it again on the same ports and waits until it answers.
+    ///
+    /// # Panics
+    ///
+    /// If it does not answer within 30 s.
+    pub fn restart(&mut self) {
+        self.kill();
+        let log = std::fs::File::create(self.dir.join("ferretdb.log")).expect("a log file");
+        let child = std::process::Command::new(&self.binary)
+            .arg("--handler=sqlite")
+            .arg(format!("--sqlite-url=file:{}/", self.dir.display()))
+            .arg(format!("--state-dir={}", self.dir.display()))
+            .arg(format!("--listen-addr=127.0.0.1:{}", self.port))
+            .arg(format!("--debug-addr=127.0.0.1:{}", self.metrics_port))
+            .arg("--telemetry=disable")
+            .arg("--log-level=WARN")
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone().expect("a log file"))
+            .stderr(log)
+            .spawn()
+            .expect("FerretDB starts");
+        self.child = Some(child);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "FerretDB did not answer on port {} (log: {})",
+                self.port,
+                self.dir.join("ferretdb.log").display()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// Client connections the server holds open now: accepted minus
+    /// finished, from its Prometheus metrics.
+    pub fn open_connections(&self) -> i64 {
+        let metrics = http_get(("127.0.0.1", self.metrics_port), "/debug/metrics");
+        let total = |name: &str| -> i64 {
+            metrics
+                .lines()
+                .filter(|line| line.starts_with(name))
+                .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum::<f64>() as i64
+        };
+        total("ferretdb_client_accepts_total") - total("ferretdb_client_duration_seconds_count")
+    }
+}
+
+impl Drop for OwnFerretDb {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// The body of a plain HTTP/1.0 GET.
+fn http_get(addr: (&str, u16), path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("the metrics endpoint");
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").expect("a request");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("a response");
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default()
+}

@@ -27,7 +27,11 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
+
+/// A command's acknowledgement: the instant it took effect. A std
+/// channel, so that callers inside an async runtime may wait on it too.
+type Ack = std::sync::mpsc::Sender<Instant>;
 
 /// How long a proxy may run at most, whatever happens to its handle.
 const MAX_LIFETIME: Duration = Duration::from_secs(300);
@@ -53,7 +57,7 @@ enum Command {
 /// The handle: switches the mode; dropping it stops the proxy.
 pub struct Proxy {
     port: u16,
-    commands: mpsc::Sender<(Command, oneshot::Sender<Instant>)>,
+    commands: mpsc::Sender<(Command, Ack)>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -69,13 +73,20 @@ impl Proxy {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        let listener = rt.block_on(TcpListener::bind("127.0.0.1:0"))?;
+        // Bound here with std, made a tokio listener on the proxy's own
+        // thread: the caller may be inside a runtime of its own.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
         let port = listener.local_addr()?.port();
         let (commands, rx) = mpsc::channel(8);
         let thread = std::thread::Builder::new()
             .name(format!("fault-proxy-{port}"))
             .spawn(move || {
-                rt.block_on(serve(listener, port, upstream, rx));
+                rt.block_on(async {
+                    if let Ok(listener) = TcpListener::from_std(listener) {
+                        serve(listener, port, upstream, rx).await;
+                    }
+                });
                 // Dropping the runtime drops every connection task, and with
                 // them every socket.
                 drop(rt);
@@ -105,11 +116,11 @@ impl Proxy {
     }
 
     fn send(&self, command: Command) -> Instant {
-        let (ack, done) = oneshot::channel();
-        if self.commands.blocking_send((command, ack)).is_err() {
+        let (ack, done) = std::sync::mpsc::channel();
+        if self.commands.try_send((command, ack)).is_err() {
             return Instant::now();
         }
-        done.blocking_recv().unwrap_or_else(|_| Instant::now())
+        done.recv().unwrap_or_else(|_| Instant::now())
     }
 }
 
@@ -128,7 +139,7 @@ async fn serve(
     listener: TcpListener,
     port: u16,
     upstream: SocketAddr,
-    mut commands: mpsc::Receiver<(Command, oneshot::Sender<Instant>)>,
+    mut commands: mpsc::Receiver<(Command, Ack)>,
 ) {
     let deadline = tokio::time::Instant::now() + MAX_LIFETIME;
     let (mode_tx, mode_rx) = watch::channel(Mode::Pass);

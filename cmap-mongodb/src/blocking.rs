@@ -1,0 +1,293 @@
+//! The synchronous manager, for a `cmap_blocking::Pool`: blocking `std`
+//! sockets, rustls, the same handshake and authentication as the async
+//! manager (the protocol code is written once, over [`Transport`]).
+//!
+//! ```no_run
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use cmap_mongodb::bson::doc;
+//!
+//! let uri = "mongodb://127.0.0.1:27017/?maxPoolSize=10";
+//! let manager = cmap_mongodb::blocking::MongoManager::new(uri)?;
+//! let pool = cmap_blocking::Pool::builder().connection_string(uri).build(manager)?;
+//! let mut conn = pool.get()?;
+//! let reply = conn.run_command("admin", &doc! { "ping": 1 })?;
+//! assert_eq!(reply.get_f64("ok")?, 1.0);
+//! # Ok(())
+//! # }
+//! ```
+
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::net::{TcpStream, ToSocketAddrs};
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use bson::Document;
+use cmap_blocking::{EstablishErrorKind, ManageConnection};
+use cmap_core::{Address, ServiceId};
+
+use crate::connection::{Connection, ServerInfo};
+use crate::error::{Error, Stage};
+use crate::handshake::hello;
+use crate::metadata::DriverInfo;
+use crate::options::{MongoOptions, OptionsError};
+use crate::settings::Settings;
+use crate::transport::StdStream;
+
+/// A pooled connection of a [`MongoManager`].
+#[derive(Debug)]
+pub struct MongoConnection(Connection<StdStream>);
+
+impl MongoConnection {
+    /// Runs `command` on database `db`: see
+    /// [`Connection::run_command`](crate::Connection::run_command).
+    ///
+    /// # Errors
+    ///
+    /// As [`Connection::run_command`](crate::Connection::run_command).
+    pub fn run_command(&mut self, db: &str, command: &Document) -> Result<Document, Error> {
+        finish(self.0.run_command(db, command))
+    }
+
+    /// Whether an error broke it, or the server closed it.
+    pub fn is_broken(&mut self) -> bool {
+        self.0.is_broken()
+    }
+
+    /// What the server said of itself in the handshake.
+    pub fn server(&self) -> &ServerInfo {
+        self.0.server()
+    }
+
+    /// The underlying connection.
+    pub fn get_ref(&self) -> &Connection<StdStream> {
+        &self.0
+    }
+}
+
+/// Drives a future over a [`StdStream`] to its end: its reads and writes
+/// block and are ready at once, so one poll finishes it.
+fn finish<F: Future>(future: F) -> F::Output {
+    match pin!(future).poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(output) => output,
+        Poll::Pending => unreachable!("a future over blocking sockets is ready when first polled"),
+    }
+}
+
+/// Opens and looks after MongoDB connections for a `cmap_blocking::Pool`:
+/// the options of the async [`MongoManager`](crate::MongoManager).
+pub struct MongoManager {
+    settings: Settings,
+}
+
+impl fmt::Debug for MongoManager {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MongoManager")
+            .field("options", &self.settings.options)
+            .field("validate_idle_after", &self.settings.validate_idle_after)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MongoManager {
+    /// A manager for the server of a `mongodb://` connection string: see
+    /// [`MongoManager::new`](crate::MongoManager::new).
+    ///
+    /// # Errors
+    ///
+    /// As the async manager's.
+    pub fn new(uri: &str) -> Result<MongoManager, OptionsError> {
+        MongoManager::from_options(MongoOptions::parse(uri)?)
+    }
+
+    /// A manager with options built by hand.
+    ///
+    /// # Errors
+    ///
+    /// As the async manager's.
+    pub fn from_options(options: MongoOptions) -> Result<MongoManager, OptionsError> {
+        Ok(MongoManager {
+            settings: Settings::new(options, "threads")?,
+        })
+    }
+
+    /// The server's address: the connection string's host.
+    pub fn address(&self) -> Address {
+        self.settings.address().clone()
+    }
+
+    /// Sends a `ping` before handing out a connection idle at least `idle`.
+    pub fn validate_idle_after(mut self, idle: Duration) -> Self {
+        self.settings.validate_idle_after = Some(idle);
+        self
+    }
+
+    /// Adds a wrapping library to the handshake's metadata.
+    pub fn driver_info(mut self, info: DriverInfo) -> Self {
+        self.settings.add_driver_info(info);
+        self
+    }
+
+    /// Opens one connection: TCP, TLS, `hello`, authentication, each step
+    /// given what is left of `connectTimeoutMS` as its socket timeout.
+    pub fn open(&self) -> Result<MongoConnection, Error> {
+        let settings = &self.settings;
+        let deadline = Deadline::new(settings.options.connect_timeout);
+        let tcp = connect(settings.address(), &deadline)?;
+        let stream = match &settings.tls {
+            None => StdStream::Plain(tcp),
+            Some((config, name)) => {
+                deadline.arm(&tcp, Stage::Tls)?;
+                let tls = rustls::ClientConnection::new(config.clone(), name.clone()).map_err(Error::Tls)?;
+                let mut stream = rustls::StreamOwned::new(tls, tcp);
+                while stream.conn.is_handshaking() {
+                    stream
+                        .conn
+                        .complete_io(&mut stream.sock)
+                        .map_err(|e| match crate::tls::refusal(&e) {
+                            Some(refused) => Error::Tls(refused),
+                            None => deadline.network(Stage::Tls, e),
+                        })?;
+                }
+                StdStream::Tls(Box::new(stream))
+            }
+        };
+        let mut conn = Connection::new(stream, settings.address().clone());
+        let auth = settings.authenticator()?;
+        deadline.arm(conn_tcp(&conn), Stage::Hello)?;
+        let reply = finish(hello(
+            &mut conn,
+            &settings.options,
+            &settings.metadata,
+            auth.as_ref(),
+        ))
+        .map_err(|e| deadline.timed_out(e))?;
+        if let Some(auth) = auth {
+            deadline.arm(conn_tcp(&conn), Stage::Authentication)?;
+            finish(auth.authenticate(&mut conn, &reply)).map_err(|e| deadline.timed_out(e))?;
+        }
+        // Commands have no socket timeout, as with the async manager.
+        let tcp = conn_tcp(&conn);
+        let _ = tcp
+            .set_read_timeout(None)
+            .and_then(|()| tcp.set_write_timeout(None));
+        Ok(MongoConnection(conn))
+    }
+}
+
+fn conn_tcp(conn: &Connection<StdStream>) -> &TcpStream {
+    conn.transport().tcp()
+}
+
+/// `connectTimeoutMS` as socket timeouts: each step gets what is left.
+struct Deadline {
+    limit: Option<(Instant, Duration)>,
+}
+
+impl Deadline {
+    fn new(timeout: Option<Duration>) -> Deadline {
+        Deadline {
+            limit: timeout.map(|t| (Instant::now() + t, t)),
+        }
+    }
+
+    /// What is left, or the timeout error of `stage` if nothing is.
+    fn left(&self, stage: Stage) -> Result<Option<Duration>, Error> {
+        match self.limit {
+            None => Ok(None),
+            Some((at, after)) => match at.checked_duration_since(Instant::now()) {
+                Some(left) if !left.is_zero() => Ok(Some(left)),
+                _ => Err(Error::Timeout { during: stage, after }),
+            },
+        }
+    }
+
+    /// Gives `tcp` what is left as its read and write timeouts.
+    fn arm(&self, tcp: &TcpStream, stage: Stage) -> Result<(), Error> {
+        let left = self.left(stage)?;
+        tcp.set_read_timeout(left)
+            .and_then(|()| tcp.set_write_timeout(left))
+            .map_err(|source| Error::Network {
+                during: stage,
+                source,
+            })
+    }
+
+    /// An I/O error of `stage`: a socket timeout is the connect timeout.
+    fn network(&self, stage: Stage, source: io::Error) -> Error {
+        self.timed_out(Error::Network {
+            during: stage,
+            source,
+        })
+    }
+
+    fn timed_out(&self, error: Error) -> Error {
+        match (error, self.limit) {
+            (Error::Network { during, source }, Some((_, after)))
+                if matches!(source.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) =>
+            {
+                Error::Timeout { during, after }
+            }
+            (error, _) => error,
+        }
+    }
+}
+
+/// Resolves the host, then tries its addresses in turn within the
+/// deadline.
+fn connect(address: &Address, deadline: &Deadline) -> Result<TcpStream, Error> {
+    let host = address.host().trim_start_matches('[').trim_end_matches(']');
+    let port = address.port().unwrap_or(cmap_core::DEFAULT_PORT);
+    let resolved = (host, port).to_socket_addrs().map_err(|source| Error::Dns {
+        host: host.to_owned(),
+        source,
+    })?;
+    let mut last = None;
+    for addr in resolved {
+        let attempt = match deadline.left(Stage::Connect)? {
+            Some(left) => TcpStream::connect_timeout(&addr, left),
+            None => TcpStream::connect(addr),
+        };
+        match attempt {
+            Ok(stream) => {
+                let _ = stream.set_nodelay(true);
+                return Ok(stream);
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    let source = last.unwrap_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address"));
+    Err(deadline.network(Stage::Connect, source))
+}
+
+impl ManageConnection for MongoManager {
+    type Connection = MongoConnection;
+    type Error = Error;
+    const RESETS: bool = false;
+
+    fn connect(&self) -> Result<MongoConnection, Error> {
+        self.open()
+    }
+
+    fn classify(&self, error: &Error) -> EstablishErrorKind {
+        error.establish_kind()
+    }
+
+    fn check(&self, conn: &mut MongoConnection) -> Result<(), Error> {
+        finish(self.settings.check(&mut conn.0))
+    }
+
+    fn is_broken(&self, conn: &mut MongoConnection) -> bool {
+        conn.0.is_broken()
+    }
+
+    fn address(&self) -> Option<Address> {
+        Some(MongoManager::address(self))
+    }
+
+    fn service_id(&self, conn: &MongoConnection) -> Option<ServiceId> {
+        conn.0.service_id()
+    }
+}

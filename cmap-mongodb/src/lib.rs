@@ -1,0 +1,89 @@
+//! # cmap-mongodb
+//!
+//! A ready-made MongoDB connection manager for the cmap pool: the CMAP
+//! specification's "Establishing a Connection" over MongoDB's wire
+//! protocol, written as the handshake, authentication and OP_MSG
+//! specifications say.
+//!
+//! - [`MongoManager`] (feature `tokio`, on by default), for a
+//!   `cmap_tokio::Pool`; [`blocking::MongoManager`] (feature `blocking`),
+//!   for a `cmap_blocking::Pool`.
+//! - Built from a `mongodb://` connection string: its one host is the
+//!   pool's address; `appName`, `username`/`password`, `authSource`,
+//!   `authMechanism` (SCRAM-SHA-256, SCRAM-SHA-1), `tls`/`ssl` with
+//!   `tlsCAFile` (rustls), `connectTimeoutMS` and `loadBalanced` are read;
+//!   any other driver option is refused by name ([`OptionsError`]); the
+//!   pool options (`maxPoolSize`, ...) are the pool builder's.
+//! - Each new connection: TCP (`TCP_NODELAY`), TLS, the handshake (legacy
+//!   `hello` with `helloOk`, or `hello` in load-balanced mode, with the
+//!   client metadata, `backpressure: "2"`, the mechanism negotiation and a
+//!   speculative first SCRAM step), the reply checked (wire versions,
+//!   `serviceId` in load-balanced mode), then SCRAM. Each step is bounded
+//!   by what is left of `connectTimeoutMS`.
+//! - [`Connection::run_command`]: one command, its reply or a typed error
+//!   ([`Error::Command`] with the server's code, codeName and labels).
+//!
+//! What the pool does with each kind of failure (the CMAP specification's
+//! "Backpressure-enabled" rules) is [`Error::establish_kind`]:
+//!
+//! | failure | kind | the pool |
+//! | --- | --- | --- |
+//! | refused, reset, timed out: TCP, TLS I/O, `hello` | `Network` | labels it `SystemOverloadedError` and `RetryableError`, is not cleared, keeps checkouts waiting and retries with backoff |
+//! | anything during authentication (wrong password, a cut) | `Authentication` | clears; the checkout that asked fails with the server's message |
+//! | DNS, a TLS certificate or name refused, a server we cannot use | `Other` | clears; the checkout fails |
+//!
+//! ```no_run
+//! # #[cfg(feature = "tokio")]
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use cmap_mongodb::{bson::doc, MongoManager};
+//!
+//! let uri = "mongodb://app:secret@127.0.0.1:27017/shop?appName=shop&maxPoolSize=10";
+//! let pool = cmap_tokio::Pool::builder().connection_string(uri).build(MongoManager::new(uri)?)?;
+//! let mut conn = pool.get().await?;
+//! conn.run_command("shop", &doc! { "insert": "orders", "documents": [{ "item": "tea" }] }).await?;
+//! # Ok(())
+//! # }
+//! # #[cfg(not(feature = "tokio"))]
+//! # fn main() {}
+//! ```
+
+// The crate docs link to both managers, each behind its feature.
+#![cfg_attr(
+    not(all(feature = "tokio", feature = "blocking")),
+    allow(rustdoc::broken_intra_doc_links)
+)]
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod auth;
+#[cfg(feature = "blocking")]
+pub mod blocking;
+mod connection;
+mod error;
+mod handshake;
+mod metadata;
+mod options;
+mod scram;
+mod settings;
+mod tls;
+#[cfg(feature = "tokio")]
+mod tokio_manager;
+mod transport;
+mod wire;
+
+pub use bson;
+pub use cmap_core::{Address, EstablishErrorKind};
+pub use connection::{Connection, ServerInfo};
+pub use error::{CommandError, Error, ProtocolError, Stage};
+pub use metadata::{DriverInfo, MAX_APP_NAME_SIZE};
+pub use options::{Credential, MongoOptions, OptionsError, TlsOptions, DEFAULT_CONNECT_TIMEOUT};
+pub use scram::{Mechanism, ScramError};
+#[cfg(feature = "tokio")]
+pub use tokio_manager::{MongoConnection, MongoManager};
+#[cfg(feature = "blocking")]
+pub use transport::StdStream;
+#[cfg(feature = "tokio")]
+pub use transport::TokioStream;
+pub use transport::Transport;

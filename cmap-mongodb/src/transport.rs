@@ -1,0 +1,160 @@
+//! The socket under a connection, one per runtime: the protocol code
+//! ([`Connection`](crate::Connection), the handshake, authentication) is
+//! written once against [`Transport`].
+
+use std::future::Future;
+use std::io;
+
+/// A byte stream a [`Connection`](crate::Connection) runs on: tokio's TCP
+/// or TLS stream (feature `tokio`), or a blocking `std` socket (feature
+/// `blocking`). Sealed: the crate implements it for its own streams.
+pub trait Transport: Send + sealed::Sealed {
+    /// Writes all of `bytes`.
+    fn write_all<'a>(&'a mut self, bytes: &'a [u8]) -> impl Future<Output = io::Result<()>> + Send + 'a;
+
+    /// Fills `buf` exactly.
+    fn read_exact<'a>(&'a mut self, buf: &'a mut [u8]) -> impl Future<Output = io::Result<()>> + Send + 'a;
+
+    /// Whether the peer has closed the connection (or sent bytes nobody
+    /// asked for), seen without a round trip and without waiting.
+    fn is_closed(&mut self) -> bool;
+}
+
+pub(crate) mod sealed {
+    /// Keeps [`Transport`](super::Transport) to this crate's streams.
+    pub trait Sealed {}
+}
+
+#[cfg(feature = "blocking")]
+mod std_stream {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+
+    use super::*;
+
+    /// A blocking socket, plain or TLS. Its futures are ready when
+    /// polled: the blocking manager polls them once.
+    #[derive(Debug)]
+    pub enum StdStream {
+        /// Plain TCP.
+        Plain(TcpStream),
+        /// TLS over TCP.
+        Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+    }
+
+    impl StdStream {
+        pub(crate) fn tcp(&self) -> &TcpStream {
+            match self {
+                StdStream::Plain(tcp) => tcp,
+                StdStream::Tls(tls) => tls.get_ref(),
+            }
+        }
+    }
+
+    impl sealed::Sealed for StdStream {}
+
+    impl Transport for StdStream {
+        fn write_all<'a>(&'a mut self, bytes: &'a [u8]) -> impl Future<Output = io::Result<()>> + Send + 'a {
+            std::future::ready(match self {
+                StdStream::Plain(tcp) => tcp.write_all(bytes).and_then(|()| tcp.flush()),
+                StdStream::Tls(tls) => tls.write_all(bytes).and_then(|()| tls.flush()),
+            })
+        }
+
+        fn read_exact<'a>(
+            &'a mut self,
+            buf: &'a mut [u8],
+        ) -> impl Future<Output = io::Result<()>> + Send + 'a {
+            std::future::ready(match self {
+                StdStream::Plain(tcp) => tcp.read_exact(buf),
+                StdStream::Tls(tls) => tls.read_exact(buf),
+            })
+        }
+
+        fn is_closed(&mut self) -> bool {
+            let tcp = self.tcp();
+            if tcp.set_nonblocking(true).is_err() {
+                return true;
+            }
+            let mut byte = [0u8; 1];
+            let peeked = tcp.peek(&mut byte);
+            let restored = tcp.set_nonblocking(false).is_ok();
+            !restored || peer_closed(peeked, matches!(self, StdStream::Tls(_)))
+        }
+    }
+}
+
+#[cfg(feature = "blocking")]
+pub use std_stream::StdStream;
+
+#[cfg(feature = "tokio")]
+mod tokio_stream {
+    use std::task::{Context, Poll, Waker};
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadBuf};
+    use tokio::net::TcpStream;
+
+    use super::*;
+
+    /// A tokio socket, plain or TLS.
+    #[derive(Debug)]
+    pub enum TokioStream {
+        /// Plain TCP.
+        Plain(TcpStream),
+        /// TLS over TCP.
+        Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+    }
+
+    impl sealed::Sealed for TokioStream {}
+
+    impl Transport for TokioStream {
+        async fn write_all<'a>(&'a mut self, bytes: &'a [u8]) -> io::Result<()> {
+            match self {
+                TokioStream::Plain(tcp) => tcp.write_all(bytes).await,
+                TokioStream::Tls(tls) => {
+                    tls.write_all(bytes).await?;
+                    tls.flush().await
+                }
+            }
+        }
+
+        async fn read_exact<'a>(&'a mut self, buf: &'a mut [u8]) -> io::Result<()> {
+            match self {
+                TokioStream::Plain(tcp) => tcp.read_exact(buf).await.map(drop),
+                TokioStream::Tls(tls) => tls.read_exact(buf).await.map(drop),
+            }
+        }
+
+        fn is_closed(&mut self) -> bool {
+            let (tcp, tls) = match self {
+                TokioStream::Plain(tcp) => (&*tcp, false),
+                TokioStream::Tls(stream) => (stream.get_ref().0, true),
+            };
+            // A peek polled once with a waker that does nothing: ready
+            // only if the socket has something to say.
+            let mut byte = [0u8; 1];
+            let mut buf = ReadBuf::new(&mut byte);
+            match tcp.poll_peek(&mut Context::from_waker(Waker::noop()), &mut buf) {
+                Poll::Pending => false,
+                Poll::Ready(peeked) => peer_closed(peeked, tls),
+            }
+        }
+    }
+}
+
+#[cfg(feature = "tokio")]
+pub use tokio_stream::TokioStream;
+
+/// What a peek at an idle connection says: the end of the stream or an
+/// error is a closed connection; bytes on a plain connection that
+/// nobody asked for mean it is out of step. Under TLS the server may
+/// send records of its own (a TLS 1.3 session ticket), so bytes alone do
+/// not condemn it.
+#[cfg(any(feature = "tokio", feature = "blocking"))]
+fn peer_closed(peeked: io::Result<usize>, tls: bool) -> bool {
+    match peeked {
+        Ok(0) => true,
+        Ok(_) => !tls,
+        Err(e) => e.kind() != io::ErrorKind::WouldBlock,
+    }
+}
