@@ -1,6 +1,6 @@
 //! The synchronous manager, for a `cmap_blocking::Pool`: blocking `std`
 //! sockets, rustls, the same handshake and authentication as the async
-//! manager (the protocol code is written once, over [`Transport`]).
+//! manager (the protocol code is written once, over [`Transport`](crate::Transport)).
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -143,7 +143,7 @@ pub enum ScramError {
     /// character is deliberately not said: it is part of the password.
     #[error("the password cannot be prepared with SASLprep for SCRAM-SHA-256")]
     PasswordPreparation,
-    /// A client nonce given to [`ScramClient::with_nonce`] is empty or not
+    /// A client nonce given to `ScramClient::with_nonce` is empty or not
     /// RFC 5802's `printable` (ASCII 0x21..=0x7E except `,`).
     #[error("the client nonce must be non-empty printable ASCII without ','")]
     InvalidNonce,
