@@ -16,7 +16,6 @@
 //! # }
 //! ```
 
-use std::fmt;
 use std::future::Future;
 use std::io;
 use std::net::{TcpStream, ToSocketAddrs};
@@ -31,9 +30,7 @@ use cmap_core::{Address, ServiceId};
 use crate::connection::{Connection, ServerInfo};
 use crate::error::{Error, Stage};
 use crate::handshake::hello;
-use crate::metadata::DriverInfo;
-use crate::options::{MongoOptions, OptionsError};
-use crate::settings::Settings;
+use crate::manager::{Manager, Threads};
 use crate::transport::StdStream;
 
 /// A pooled connection of a [`MongoManager`].
@@ -76,60 +73,11 @@ fn finish<F: Future>(future: F) -> F::Output {
     }
 }
 
-/// Opens and looks after MongoDB connections for a `cmap_blocking::Pool`:
-/// the options of the async [`MongoManager`](crate::MongoManager).
-pub struct MongoManager {
-    settings: Settings,
-}
+/// The manager of a `cmap_blocking::Pool`: see [`Manager`] for its
+/// options.
+pub type MongoManager = Manager<Threads>;
 
-impl fmt::Debug for MongoManager {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MongoManager")
-            .field("options", &self.settings.options)
-            .field("validate_idle_after", &self.settings.validate_idle_after)
-            .finish_non_exhaustive()
-    }
-}
-
-impl MongoManager {
-    /// A manager for the server of a `mongodb://` connection string: see
-    /// [`MongoManager::new`](crate::MongoManager::new).
-    ///
-    /// # Errors
-    ///
-    /// As the async manager's.
-    pub fn new(uri: &str) -> Result<MongoManager, OptionsError> {
-        MongoManager::from_options(MongoOptions::parse(uri)?)
-    }
-
-    /// A manager with options built by hand.
-    ///
-    /// # Errors
-    ///
-    /// As the async manager's.
-    pub fn from_options(options: MongoOptions) -> Result<MongoManager, OptionsError> {
-        Ok(MongoManager {
-            settings: Settings::new(options, "threads")?,
-        })
-    }
-
-    /// The server's address: the connection string's host.
-    pub fn address(&self) -> Address {
-        self.settings.address().clone()
-    }
-
-    /// Sends a `ping` before handing out a connection idle at least `idle`.
-    pub fn validate_idle_after(mut self, idle: Duration) -> Self {
-        self.settings.validate_idle_after = Some(idle);
-        self
-    }
-
-    /// Adds a wrapping library to the handshake's metadata.
-    pub fn driver_info(mut self, info: DriverInfo) -> Self {
-        self.settings.add_driver_info(info);
-        self
-    }
-
+impl Manager<Threads> {
     /// Opens one connection: TCP, TLS, `hello`, authentication, each step
     /// given what is left of `connectTimeoutMS` as its socket timeout.
     pub fn open(&self) -> Result<MongoConnection, Error> {
@@ -262,7 +210,7 @@ fn connect(address: &Address, deadline: &Deadline) -> Result<TcpStream, Error> {
     Err(deadline.network(Stage::Connect, source))
 }
 
-impl ManageConnection for MongoManager {
+impl ManageConnection for Manager<Threads> {
     type Connection = MongoConnection;
     type Error = Error;
     const RESETS: bool = false;
@@ -284,7 +232,7 @@ impl ManageConnection for MongoManager {
     }
 
     fn address(&self) -> Option<Address> {
-        Some(MongoManager::address(self))
+        Some(Manager::address(self))
     }
 
     fn service_id(&self, conn: &MongoConnection) -> Option<ServiceId> {

@@ -1,6 +1,5 @@
 //! The async manager, for `cmap_tokio::Pool`: tokio's sockets, rustls.
 
-use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 
@@ -12,18 +11,14 @@ use tokio::time::Instant;
 use crate::connection::Connection;
 use crate::error::{Error, Stage};
 use crate::handshake::hello;
-use crate::metadata::DriverInfo;
-use crate::options::{MongoOptions, OptionsError};
-use crate::settings::Settings;
+use crate::manager::{Manager, Tokio};
 use crate::transport::TokioStream;
 
 /// A pooled connection of a [`MongoManager`]: run commands on it with
 /// [`run_command`](Connection::run_command).
 pub type MongoConnection = Connection<TokioStream>;
 
-/// Opens and looks after MongoDB connections for a `cmap_tokio::Pool`:
-/// TCP, TLS, the `hello` and SCRAM authentication, as the connection
-/// string says.
+/// The manager of a `cmap_tokio::Pool`: see [`Manager`] for its options.
 ///
 /// ```no_run
 /// # #[tokio::main]
@@ -38,70 +33,9 @@ pub type MongoConnection = Connection<TokioStream>;
 /// # Ok(())
 /// # }
 /// ```
-pub struct MongoManager {
-    settings: Settings,
-}
+pub type MongoManager = Manager<Tokio>;
 
-impl fmt::Debug for MongoManager {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MongoManager")
-            .field("options", &self.settings.options)
-            .field("validate_idle_after", &self.settings.validate_idle_after)
-            .finish_non_exhaustive()
-    }
-}
-
-impl MongoManager {
-    /// A manager for the server of a `mongodb://` connection string. Its
-    /// pool options (`maxPoolSize`, ...) are the pool builder's: give it
-    /// the same string with `connection_string`.
-    ///
-    /// # Errors
-    ///
-    /// A string that is not one, or that asks for what this manager does
-    /// not do, naming the option ([`OptionsError`]); an unreadable
-    /// `tlsCAFile`.
-    pub fn new(uri: &str) -> Result<MongoManager, OptionsError> {
-        MongoManager::from_options(MongoOptions::parse(uri)?)
-    }
-
-    /// A manager with options built by hand.
-    ///
-    /// # Errors
-    ///
-    /// As [`new`](MongoManager::new).
-    pub fn from_options(options: MongoOptions) -> Result<MongoManager, OptionsError> {
-        Ok(MongoManager {
-            settings: Settings::new(options, "tokio")?,
-        })
-    }
-
-    /// The server's address: the connection string's host.
-    pub fn address(&self) -> Address {
-        self.settings.address().clone()
-    }
-
-    /// The options it connects with.
-    pub fn options(&self) -> &MongoOptions {
-        &self.settings.options
-    }
-
-    /// Sends a `ping` before handing out a connection that has been idle
-    /// at least `idle` (default: never; `Duration::ZERO`: on every
-    /// checkout). One that fails it is closed and the checkout takes
-    /// another.
-    pub fn validate_idle_after(mut self, idle: Duration) -> Self {
-        self.settings.validate_idle_after = Some(idle);
-        self
-    }
-
-    /// Adds a wrapping library to the handshake's driver name, version
-    /// and platform (the handshake specification's `DriverInfoOptions`).
-    pub fn driver_info(mut self, info: DriverInfo) -> Self {
-        self.settings.add_driver_info(info);
-        self
-    }
-
+impl Manager<Tokio> {
     /// Opens one connection: TCP, TLS, `hello`, authentication, each
     /// bounded by what is left of `connectTimeoutMS`.
     pub async fn open(&self) -> Result<MongoConnection, Error> {
@@ -183,7 +117,7 @@ async fn connect(address: &Address) -> Result<TcpStream, Error> {
     })
 }
 
-impl ManageConnection for MongoManager {
+impl ManageConnection for Manager<Tokio> {
     type Connection = MongoConnection;
     type Error = Error;
     /// MongoDB connections carry no state between commands to undo.
@@ -211,7 +145,7 @@ impl ManageConnection for MongoManager {
     }
 
     fn address(&self) -> Option<Address> {
-        Some(MongoManager::address(self))
+        Some(Manager::address(self))
     }
 
     fn service_id(&self, conn: &MongoConnection) -> Option<ServiceId> {
