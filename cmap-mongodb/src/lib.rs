@@ -6,8 +6,10 @@
 //! specifications say.
 //!
 //! - [`MongoManager`] (feature `tokio`, on by default), for a
-//!   `cmap_tokio::Pool`; [`blocking::MongoManager`] (feature `blocking`),
-//!   for a `cmap_blocking::Pool`.
+//!   `cmap_tokio::Pool`; [`AsyncIoManager`] (feature `smol` or
+//!   `async-std`), for a `cmap_async_std::Pool`;
+//!   [`blocking::MongoManager`] (feature `blocking`), for a
+//!   `cmap_blocking::Pool`. One [`Manager`], generic over the runtime.
 //! - Built from a `mongodb://` connection string: its one host is the
 //!   pool's address; `appName`, `username`/`password`, `authSource`,
 //!   `authMechanism` (SCRAM-SHA-256, SCRAM-SHA-1), `tls`/`ssl` with
@@ -50,13 +52,22 @@
 
 // The crate docs link to both managers, each behind its feature.
 #![cfg_attr(
-    not(all(feature = "tokio", feature = "blocking")),
+    not(all(feature = "tokio", feature = "smol", feature = "blocking")),
     allow(rustdoc::broken_intra_doc_links)
+)]
+// Without a runtime feature, the protocol code has no manager to serve.
+#![cfg_attr(
+    not(any(feature = "tokio", feature = "smol", feature = "blocking")),
+    allow(dead_code)
 )]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(feature = "smol")]
+mod async_io_manager;
+#[cfg(any(feature = "tokio", feature = "smol"))]
+mod async_open;
 mod auth;
 #[cfg(feature = "blocking")]
 pub mod blocking;
@@ -74,16 +85,20 @@ mod tokio_manager;
 mod transport;
 mod wire;
 
+#[cfg(feature = "smol")]
+pub use async_io_manager::{AsyncIoConnection, AsyncIoManager};
 pub use bson;
 pub use cmap_core::{Address, EstablishErrorKind};
 pub use connection::{Connection, ServerInfo};
 pub use error::{CommandError, Error, ProtocolError, Stage};
-pub use manager::{Manager, Runtime, Threads, Tokio};
+pub use manager::{AsyncIo, Manager, Runtime, Threads, Tokio};
 pub use metadata::{DriverInfo, MAX_APP_NAME_SIZE};
 pub use options::{Credential, MongoOptions, OptionsError, TlsOptions, DEFAULT_CONNECT_TIMEOUT};
 pub use scram::{Mechanism, ScramError};
 #[cfg(feature = "tokio")]
 pub use tokio_manager::{MongoConnection, MongoManager};
+#[cfg(feature = "smol")]
+pub use transport::AsyncIoStream;
 #[cfg(feature = "blocking")]
 pub use transport::StdStream;
 #[cfg(feature = "tokio")]

@@ -13,8 +13,8 @@ use crate::metadata::DriverInfo;
 use crate::options::{MongoOptions, OptionsError};
 use crate::settings::Settings;
 
-/// The runtime a [`Manager`] opens its connections on: [`Tokio`] or
-/// [`Threads`]. Sealed.
+/// The runtime a [`Manager`] opens its connections on: [`Tokio`],
+/// [`AsyncIo`] or [`Threads`]. Sealed.
 pub trait Runtime: sealed::Sealed + Send + Sync + 'static {
     /// The runtime's name in the handshake's `platform`.
     const NAME: &'static str;
@@ -23,6 +23,11 @@ pub trait Runtime: sealed::Sealed + Send + Sync + 'static {
 /// tokio's sockets, for a `cmap_tokio::Pool` (feature `tokio`).
 #[derive(Debug)]
 pub enum Tokio {}
+
+/// The async-io stack's sockets, for a `cmap_async_std::Pool` under smol
+/// or async-std (feature `smol` or `async-std`).
+#[derive(Debug)]
+pub enum AsyncIo {}
 
 /// Blocking `std` sockets, for a `cmap_blocking::Pool` (feature
 /// `blocking`).
@@ -33,6 +38,10 @@ impl Runtime for Tokio {
     const NAME: &'static str = "tokio";
 }
 
+impl Runtime for AsyncIo {
+    const NAME: &'static str = "async-io";
+}
+
 impl Runtime for Threads {
     const NAME: &'static str = "threads";
 }
@@ -40,6 +49,7 @@ impl Runtime for Threads {
 mod sealed {
     pub trait Sealed {}
     impl Sealed for super::Tokio {}
+    impl Sealed for super::AsyncIo {}
     impl Sealed for super::Threads {}
 }
 

@@ -1,16 +1,19 @@
 //! The async manager, for `cmap_tokio::Pool`: tokio's sockets, rustls.
 
 use std::future::Future;
-use std::time::Duration;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
 
 use cmap_core::{Address, EstablishErrorKind, ServiceId};
 use cmap_tokio::ManageConnection;
+use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
-use tokio::time::Instant;
 
+use crate::async_open::Net;
 use crate::connection::Connection;
-use crate::error::{Error, Stage};
-use crate::handshake::hello;
+use crate::error::Error;
 use crate::manager::{Manager, Tokio};
 use crate::transport::TokioStream;
 
@@ -39,82 +42,42 @@ impl Manager<Tokio> {
     /// Opens one connection: TCP, TLS, `hello`, authentication, each
     /// bounded by what is left of `connectTimeoutMS`.
     pub async fn open(&self) -> Result<MongoConnection, Error> {
-        let settings = &self.settings;
-        let limit = settings.options.connect_timeout.map(|t| (Instant::now() + t, t));
-        let stream = bounded(limit, Stage::Connect, connect(settings.address())).await?;
-        let stream = match &settings.tls {
-            None => TokioStream::Plain(stream),
-            Some((config, name)) => {
-                let connector = tokio_rustls::TlsConnector::from(config.clone());
-                let handshake = async {
-                    connector
-                        .connect(name.clone(), stream)
-                        .await
-                        .map_err(|e| match crate::tls::refusal(&e) {
-                            Some(refused) => Error::Tls(refused),
-                            None => Error::Network {
-                                during: Stage::Tls,
-                                source: e,
-                            },
-                        })
-                };
-                TokioStream::Tls(Box::new(bounded(limit, Stage::Tls, handshake).await?))
-            }
-        };
-        let mut conn = Connection::new(stream, settings.address().clone());
-        let auth = settings.authenticator()?;
-        let reply = bounded(
-            limit,
-            Stage::Hello,
-            hello(&mut conn, &settings.options, &settings.metadata, auth.as_ref()),
-        )
-        .await?;
-        if let Some(auth) = auth {
-            bounded(limit, Stage::Authentication, auth.authenticate(&mut conn, &reply)).await?;
-        }
-        Ok(conn)
+        crate::async_open::open::<Tokio>(&self.settings).await
     }
 }
 
-/// `work` bounded by the connect deadline, if there is one.
-async fn bounded<T>(
-    limit: Option<(Instant, Duration)>,
-    during: Stage,
-    work: impl Future<Output = Result<T, Error>>,
-) -> Result<T, Error> {
-    match limit {
-        None => work.await,
-        Some((deadline, after)) => tokio::time::timeout_at(deadline, work)
-            .await
-            .unwrap_or(Err(Error::Timeout { during, after })),
-    }
-}
+impl Net for Tokio {
+    type Tcp = TcpStream;
+    type Stream = TokioStream;
 
-/// Resolves the host, then tries its addresses in turn.
-async fn connect(address: &Address) -> Result<TcpStream, Error> {
-    let host = address.host().trim_start_matches('[').trim_end_matches(']');
-    let port = address.port().unwrap_or(cmap_core::DEFAULT_PORT);
-    let resolved = tokio::net::lookup_host((host, port))
-        .await
-        .map_err(|source| Error::Dns {
-            host: host.to_owned(),
-            source,
-        })?;
-    let mut last = None;
-    for addr in resolved {
-        match TcpStream::connect(addr).await {
-            Ok(stream) => {
-                // Commands are small messages answered at once.
-                let _ = stream.set_nodelay(true);
-                return Ok(stream);
-            }
-            Err(e) => last = Some(e),
-        }
+    async fn resolve(host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
+        Ok(tokio::net::lookup_host((host, port)).await?.collect())
     }
-    Err(Error::Network {
-        during: Stage::Connect,
-        source: last.unwrap_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no address")),
-    })
+
+    async fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
+        let tcp = TcpStream::connect(addr).await?;
+        tcp.set_nodelay(true)?;
+        Ok(tcp)
+    }
+
+    fn plain(tcp: TcpStream) -> TokioStream {
+        TokioStream::Plain(tcp)
+    }
+
+    async fn tls(
+        tcp: TcpStream,
+        config: Arc<rustls::ClientConfig>,
+        name: ServerName<'static>,
+    ) -> io::Result<TokioStream> {
+        let tls = tokio_rustls::TlsConnector::from(config)
+            .connect(name, tcp)
+            .await?;
+        Ok(TokioStream::Tls(Box::new(tls)))
+    }
+
+    async fn within<T: Send>(deadline: Instant, work: impl Future<Output = T> + Send) -> Option<T> {
+        tokio::time::timeout_at(deadline.into(), work).await.ok()
+    }
 }
 
 impl ManageConnection for Manager<Tokio> {

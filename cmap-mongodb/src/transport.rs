@@ -6,8 +6,8 @@ use std::future::Future;
 use std::io;
 
 /// A byte stream a [`Connection`](crate::Connection) runs on: tokio's TCP
-/// or TLS stream (feature `tokio`), or a blocking `std` socket (feature
-/// `blocking`). Sealed: the crate implements it for its own streams.
+/// or TLS stream (feature `tokio`), the async-io stack's (feature `smol`),
+/// or a blocking `std` socket (feature `blocking`). Sealed: the crate implements it for its own streams.
 pub trait Transport: Send + sealed::Sealed {
     /// Writes all of `bytes`.
     fn write_all<'a>(&'a mut self, bytes: &'a [u8]) -> impl Future<Output = io::Result<()>> + Send + 'a;
@@ -145,12 +145,71 @@ mod tokio_stream {
 #[cfg(feature = "tokio")]
 pub use tokio_stream::TokioStream;
 
+#[cfg(feature = "smol")]
+mod async_io_stream {
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+
+    use async_net::TcpStream;
+    use futures_lite::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// A socket of the async-io stack (smol, async-std), plain or TLS.
+    #[derive(Debug)]
+    pub enum AsyncIoStream {
+        /// Plain TCP.
+        Plain(TcpStream),
+        /// TLS over TCP.
+        Tls(Box<futures_rustls::client::TlsStream<TcpStream>>),
+    }
+
+    impl sealed::Sealed for AsyncIoStream {}
+
+    impl Transport for AsyncIoStream {
+        async fn write_all<'a>(&'a mut self, bytes: &'a [u8]) -> io::Result<()> {
+            match self {
+                AsyncIoStream::Plain(tcp) => tcp.write_all(bytes).await,
+                AsyncIoStream::Tls(tls) => {
+                    tls.write_all(bytes).await?;
+                    tls.flush().await
+                }
+            }
+        }
+
+        async fn read_exact<'a>(&'a mut self, buf: &'a mut [u8]) -> io::Result<()> {
+            match self {
+                AsyncIoStream::Plain(tcp) => tcp.read_exact(buf).await,
+                AsyncIoStream::Tls(tls) => tls.read_exact(buf).await,
+            }
+        }
+
+        fn is_closed(&mut self) -> bool {
+            let (tcp, tls) = match self {
+                AsyncIoStream::Plain(tcp) => (&*tcp, false),
+                AsyncIoStream::Tls(stream) => (stream.get_ref().0, true),
+            };
+            // A peek polled once with a waker that does nothing: ready
+            // only if the socket has something to say.
+            let mut byte = [0u8; 1];
+            let peeked = pin!(tcp.peek(&mut byte)).poll(&mut Context::from_waker(Waker::noop()));
+            match peeked {
+                Poll::Pending => false,
+                Poll::Ready(peeked) => peer_closed(peeked, tls),
+            }
+        }
+    }
+}
+
+#[cfg(feature = "smol")]
+pub use async_io_stream::AsyncIoStream;
+
 /// What a peek at an idle connection says: the end of the stream or an
 /// error is a closed connection; bytes on a plain connection that
 /// nobody asked for mean it is out of step. Under TLS the server may
 /// send records of its own (a TLS 1.3 session ticket), so bytes alone do
 /// not condemn it.
-#[cfg(any(feature = "tokio", feature = "blocking"))]
+#[cfg(any(feature = "tokio", feature = "smol", feature = "blocking"))]
 fn peer_closed(peeked: io::Result<usize>, tls: bool) -> bool {
     match peeked {
         Ok(0) => true,

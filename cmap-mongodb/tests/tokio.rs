@@ -423,7 +423,9 @@ async fn fifty_tasks_ping_for_ten_seconds_with_no_error_and_no_leaked_connection
     );
     pool.close();
     drop(pool);
-    let deadline = Instant::now() + Duration::from_secs(5);
+    // Generous: on a loaded machine FerretDB may take a while to count a
+    // closed connection as finished.
+    let deadline = Instant::now() + Duration::from_secs(20);
     while server.open_connections() != before {
         assert!(
             Instant::now() < deadline,

@@ -1,0 +1,117 @@
+//! Opening a connection on an async runtime, written once: resolve,
+//! connect, TLS, `hello`, authentication, each bounded by what is left of
+//! `connectTimeoutMS`. What differs between runtimes (their sockets, TLS
+//! streams and timers) is a [`Net`].
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rustls::pki_types::ServerName;
+
+use crate::connection::Connection;
+use crate::error::{Error, Stage};
+use crate::handshake::hello;
+use crate::settings::Settings;
+use crate::transport::Transport;
+
+/// A runtime's networking, as [`open`] needs it.
+pub(crate) trait Net {
+    /// A connected TCP socket.
+    type Tcp: Send;
+    /// What a connection runs on: the socket, or TLS over it.
+    type Stream: Transport;
+
+    /// The addresses `host` resolves to.
+    fn resolve(host: &str, port: u16) -> impl Future<Output = io::Result<Vec<SocketAddr>>> + Send;
+    /// A TCP connection to `addr`, with `TCP_NODELAY` (commands are small
+    /// messages answered at once).
+    fn connect(addr: SocketAddr) -> impl Future<Output = io::Result<Self::Tcp>> + Send;
+    /// The socket as it is.
+    fn plain(tcp: Self::Tcp) -> Self::Stream;
+    /// The TLS handshake over the socket.
+    fn tls(
+        tcp: Self::Tcp,
+        config: Arc<rustls::ClientConfig>,
+        name: ServerName<'static>,
+    ) -> impl Future<Output = io::Result<Self::Stream>> + Send;
+    /// `work`, unless `deadline` comes first (`None`).
+    fn within<T: Send>(
+        deadline: Instant,
+        work: impl Future<Output = T> + Send,
+    ) -> impl Future<Output = Option<T>> + Send;
+}
+
+/// Opens one connection on the runtime `N`.
+pub(crate) async fn open<N: Net>(settings: &Settings) -> Result<Connection<N::Stream>, Error> {
+    let limit = settings.options.connect_timeout.map(|t| (Instant::now() + t, t));
+    let tcp = bounded::<N, _>(limit, Stage::Connect, connect::<N>(settings)).await?;
+    let stream = match &settings.tls {
+        None => N::plain(tcp),
+        Some((config, name)) => {
+            let handshake = async {
+                N::tls(tcp, config.clone(), name.clone())
+                    .await
+                    .map_err(|e| match crate::tls::refusal(&e) {
+                        Some(refused) => Error::Tls(refused),
+                        None => Error::Network {
+                            during: Stage::Tls,
+                            source: e,
+                        },
+                    })
+            };
+            bounded::<N, _>(limit, Stage::Tls, handshake).await?
+        }
+    };
+    let mut conn = Connection::new(stream, settings.address().clone());
+    let auth = settings.authenticator()?;
+    let reply = bounded::<N, _>(
+        limit,
+        Stage::Hello,
+        hello(&mut conn, &settings.options, &settings.metadata, auth.as_ref()),
+    )
+    .await?;
+    if let Some(auth) = auth {
+        bounded::<N, _>(limit, Stage::Authentication, auth.authenticate(&mut conn, &reply)).await?;
+    }
+    Ok(conn)
+}
+
+/// `work` bounded by the connect deadline, if there is one.
+async fn bounded<N: Net, T: Send>(
+    limit: Option<(Instant, Duration)>,
+    during: Stage,
+    work: impl Future<Output = Result<T, Error>> + Send,
+) -> Result<T, Error> {
+    match limit {
+        None => work.await,
+        Some((deadline, after)) => N::within(deadline, work)
+            .await
+            .unwrap_or(Err(Error::Timeout { during, after })),
+    }
+}
+
+/// Resolves the host, then tries its addresses in turn.
+async fn connect<N: Net>(settings: &Settings) -> Result<N::Tcp, Error> {
+    let address = settings.address();
+    let host = address.host().trim_start_matches('[').trim_end_matches(']');
+    let port = address.port().unwrap_or(cmap_core::DEFAULT_PORT);
+    let resolved = N::resolve(host, port).await.map_err(|source| Error::Dns {
+        host: host.to_owned(),
+        source,
+    })?;
+    let mut last = None;
+    for addr in resolved {
+        match N::connect(addr).await {
+            Ok(tcp) => return Ok(tcp),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(Error::Network {
+        during: Stage::Connect,
+        source: last
+            .unwrap_or_else(|| io::Error::new(io::ErrorKind::NotFound, "the host resolved to no address")),
+    })
+}
