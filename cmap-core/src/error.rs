@@ -242,11 +242,34 @@ impl EstablishError {
     }
 }
 
+/// The manager's error, then each cause in its `source()` chain whose
+/// text is not already shown (a driver often keeps the server's own
+/// reason there: tokio-postgres's "db error" has "FATAL: database ...
+/// does not exist" behind it), then the labels: the root cause is always
+/// in the message, each link once.
 impl fmt::Display for EstablishError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.0.error, f)?;
+        write_chain(f, &*self.0.error)?;
         self.write_labels(f)
     }
+}
+
+/// Writes `error`, then each cause of its chain whose text the message
+/// does not hold yet, `: `-separated, at most [`MAX_CAUSES`] deep.
+fn write_chain(f: &mut fmt::Formatter<'_>, error: &(dyn std::error::Error + 'static)) -> fmt::Result {
+    let mut shown = error.to_string();
+    f.write_str(&shown)?;
+    let mut cause = error.source();
+    for _ in 0..MAX_CAUSES {
+        let Some(c) = cause else { break };
+        let text = c.to_string();
+        if !shown.contains(&text) {
+            write!(f, ": {text}")?;
+            shown.push_str(&text);
+        }
+        cause = c.source();
+    }
+    Ok(())
 }
 
 impl std::error::Error for EstablishError {
@@ -298,25 +321,9 @@ impl fmt::Display for TimeoutContext {
             s.waiting
         )?;
         if let Some(error) = &self.last_error {
-            let manager_error = error.get_ref();
-            write!(f, "; the last connection attempt failed: {manager_error}")?;
-            // A timeout has no `source()`, so its text is the only place
-            // the cause can show, and a driver's error often keeps it in
-            // its own `source()` (tokio-postgres: "error connecting to
-            // server", with "Connection refused" behind it). Each cause
-            // whose text is not already shown is appended.
-            let mut shown = manager_error.to_string();
-            let mut cause = manager_error.source();
-            for _ in 0..MAX_CAUSES {
-                let Some(c) = cause else { break };
-                let text = c.to_string();
-                if !shown.contains(&text) {
-                    write!(f, ": {text}")?;
-                    shown.push_str(&text);
-                }
-                cause = c.source();
-            }
-            error.write_labels(f)?;
+            // A timeout has no `source()`: its text is the only place the
+            // cause can show.
+            write!(f, "; the last connection attempt failed: {error}")?;
         }
         Ok(())
     }
@@ -713,6 +720,44 @@ mod tests {
                  [SystemOverloadedError, RetryableError]"
             ),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn an_establishment_error_shows_its_root_cause_once() {
+        /// `text`, with `cause` behind it.
+        #[derive(Debug)]
+        struct Link(&'static str, Option<Box<Link>>);
+        impl fmt::Display for Link {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.0)
+            }
+        }
+        impl std::error::Error for Link {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                self.1.as_deref().map(|l| l as _)
+            }
+        }
+        // tokio-postgres's shape: "db error" wraps the server's reason.
+        let root = Link("FATAL: database \"nosuchdb\" does not exist", None);
+        let chain = Link(
+            "postgres: db error",
+            Some(Box::new(Link("db error", Some(Box::new(root))))),
+        );
+        let error = EstablishError::new(EstablishErrorKind::Other, chain);
+        assert_eq!(
+            error.to_string(),
+            "postgres: db error: FATAL: database \"nosuchdb\" does not exist"
+        );
+        let checkout = CheckOutError::ConnectionError {
+            address: Address::new("db", 5432),
+            connection_id: ConnectionId(1),
+            source: error,
+        };
+        assert_eq!(
+            checkout.to_string(),
+            "Connection to db:5432 could not be established: postgres: db error: \
+             FATAL: database \"nosuchdb\" does not exist"
         );
     }
 

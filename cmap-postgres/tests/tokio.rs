@@ -209,3 +209,25 @@ async fn a_refused_connection_is_a_network_error() {
     let err = manager.connect().await.unwrap_err();
     assert_eq!(manager.classify(&err), EstablishErrorKind::Network, "{err}");
 }
+
+#[tokio::test]
+async fn a_misspelt_database_fails_at_once_naming_the_servers_reason() {
+    if !server_tests_enabled("a_misspelt_database_fails_at_once_naming_the_servers_reason") {
+        return;
+    }
+    let pool = pool(PgManager::new(config(5432, "postgres", "nosuchdb"), NoTls));
+    let started = std::time::Instant::now();
+    let err = pool.get().await.unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "not at the 10 s deadline"
+    );
+    // The server's reason ends the message, once, not only four
+    // `source()`s down.
+    let text = err.to_string();
+    assert!(
+        text.ends_with("FATAL: database \"nosuchdb\" does not exist"),
+        "{text}"
+    );
+    assert_eq!(text.matches("does not exist").count(), 1, "{text}");
+}
