@@ -251,7 +251,20 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         let mut issued_before = None;
         loop {
             let mut checkout = self.checkout_within(limit);
-            let pooled = (&mut checkout).await?;
+            let pooled = match (&mut checkout).await {
+                Ok(pooled) => pooled,
+                Err(mut error) => {
+                    // A retry after a failed check runs on what was left
+                    // of the deadline: its timeout ends the whole wait,
+                    // not only the retry's last instant.
+                    if let (CheckOutError::WaitQueueTimeout { context, .. }, Some(timeout), Some(_)) =
+                        (&mut error, timeout, issued_before)
+                    {
+                        context.waited = timeout;
+                    }
+                    return Err(error.into());
+                }
+            };
             if !M::CHECKS {
                 // Nothing to check: handed out as it is.
                 return Ok(pooled);

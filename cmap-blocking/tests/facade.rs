@@ -118,3 +118,47 @@ fn try_next_takes_a_buffered_event_without_waiting() {
     let first = events.try_next().expect("the checkout's events are buffered");
     assert_eq!(first.name(), "ConnectionCheckOutStarted");
 }
+
+/// A manager whose check of an idle connection takes all the time left
+/// and fails, as a validation round trip to a blackholed server does.
+struct StallingCheck;
+
+impl ManageConnection for StallingCheck {
+    type Connection = u32;
+    type Error = FakeError;
+
+    fn connect(&self) -> Result<u32, FakeError> {
+        Ok(1)
+    }
+
+    fn classify(&self, _: &FakeError) -> cmap_blocking::EstablishErrorKind {
+        cmap_blocking::EstablishErrorKind::Network
+    }
+
+    fn check_within(&self, _: &mut u32, remaining: Option<Duration>) -> Result<(), FakeError> {
+        std::thread::sleep(remaining.unwrap_or_default());
+        Err(FakeError("no answer within the deadline"))
+    }
+
+    fn address(&self) -> Option<Address> {
+        Some(Address::new("db.example", 5432))
+    }
+}
+
+#[test]
+fn a_timeout_after_a_check_that_ran_out_the_deadline_reports_the_whole_wait() {
+    // minPoolSize makes the connection before any checkout: it is idle,
+    // not made for the checkout, so its failed check is retried.
+    let pool = cmap_blocking::Pool::builder()
+        .max_pool_size(1)
+        .min_pool_size(1)
+        .wait_queue_timeout(Duration::from_millis(300))
+        .build(StallingCheck)
+        .unwrap();
+    pool.wait_ready(Duration::from_secs(5)).unwrap();
+    let err = pool
+        .get()
+        .expect_err("the idle connection's check ran out the deadline");
+    assert!(err.is_timeout(), "{err:?}");
+    assert!(err.to_string().contains("after 300 ms"), "{err}");
+}
