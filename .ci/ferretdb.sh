@@ -8,6 +8,9 @@
 #                    (`hello` and `ping` also answer unauthenticated);
 #                    logs at DEBUG, so `getLog` shows each request
 #   127.0.0.1:27018  no authentication: mongodb://127.0.0.1:27018/
+#   127.0.0.1:27019  the same server over TLS, with the certificate of
+#                    .ci/tls.sh for the name `localhost`:
+#                    mongodb://localhost:27019/?tls=true&tlsCAFile=<that folder>/ca.pem
 #
 # Each keeps its data and log in a new temporary directory and serves its
 # Prometheus metrics at 127.0.0.1:28017 / :28018 (/debug/metrics).
@@ -26,6 +29,7 @@ MODULE=github.com/FerretDB/FerretDB
 BIN="${CMAP_FERRETDB_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/cmap-pool/ferretdb-$VERSION}"
 
 ready() { curl -fsS -o /dev/null "http://127.0.0.1:$1/debug/readyz" 2>/dev/null; }
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 build() {
   command -v go >/dev/null || die "Go is not installed (FerretDB is built with the machine's own Go)"
@@ -66,10 +70,18 @@ start() {
 
 # The readiness probe asks FerretDB's debug endpoint.
 command -v curl >/dev/null || apt_install curl
+tls_dir=$(bash "$(dirname "$0")/tls.sh" >/dev/null && echo "${CMAP_TLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/cmap-pool/tls}")
+if ready 28018 && ! listening 27019; then
+  # Started by an earlier version of this script, without TLS.
+  say "restarting the FerretDB at 127.0.0.1:27018 to add its TLS listener"
+  pkill -f -- "--listen-addr=127.0.0.1:27018" || true
+  for _ in $(seq 1 50); do ready 28018 || break; sleep 0.1; done
+fi
 if ! ready 28017 || ! ready 28018; then
   [ -x "$BIN" ] && "$BIN" --version 2>/dev/null | grep -qx "version: $VERSION" || build
   start 27017 28017 --test-enable-new-auth --log-level=DEBUG \
     --setup-database=test --setup-username=cmap --setup-password=cmap-secret
-  start 27018 28018 --log-level=INFO
+  start 27018 28018 --log-level=INFO --listen-tls=127.0.0.1:27019 \
+    --listen-tls-cert-file="$tls_dir/server.pem" --listen-tls-key-file="$tls_dir/server.key"
 fi
-say "up: 127.0.0.1:27017 (authentication, user cmap in test), 127.0.0.1:27018 (none)"
+say "up: 127.0.0.1:27017 (authentication, user cmap in test), 127.0.0.1:27018 (none), TLS at localhost:27019"

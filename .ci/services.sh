@@ -6,7 +6,9 @@
 #   PostgreSQL  127.0.0.1:5432   user postgres, trust auth, database test
 #   Redis       127.0.0.1:6379
 #   FerretDB    127.0.0.1:27017  (authentication; user cmap / cmap-secret, database test)
-#               127.0.0.1:27018  (no authentication)
+#               127.0.0.1:27018  (no authentication), TLS at localhost:27019
+#   TLS: a CA and a certificate for `localhost` of the project's own
+#   (.ci/tls.sh, in ~/.cache/cmap-pool/tls): PostgreSQL takes TLS too.
 #
 # Each script prints what it did and fails naming the missing piece.
 # Run as root (apt-get, pg_ctlcluster). `.ci/run` calls it; run it by hand

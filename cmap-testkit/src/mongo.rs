@@ -168,3 +168,19 @@ fn http_get(addr: (&str, u16), path: &str) -> String {
         .map(|(_, body)| body.to_owned())
         .unwrap_or_default()
 }
+
+/// The TLS listener of the server without authentication, by the name its
+/// certificate carries.
+pub const TLS_HOST_PORT: &str = "localhost:27019";
+
+/// The folder of the test certificates `.ci/tls.sh` makes: `ca.pem`,
+/// `server.pem`, `server.key` (`CMAP_TLS_DIR`, or its cache path).
+pub fn tls_dir() -> std::path::PathBuf {
+    std::env::var_os("CMAP_TLS_DIR").map_or_else(
+        || {
+            let home = std::env::var_os("HOME").unwrap_or_default();
+            std::path::Path::new(&home).join(".cache/cmap-pool/tls")
+        },
+        Into::into,
+    )
+}
