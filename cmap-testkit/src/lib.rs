@@ -131,6 +131,8 @@ macro_rules! pool_scenarios {
             a_bad_address_or_option_fails_the_build,
             the_connection_strings_one_host_is_the_address,
             a_zero_timeout_takes_an_available_connection_or_fails_at_once,
+            a_flood_of_short_deadlines_leaves_the_queue_empty,
+            ten_thousand_cancelled_waiters_leave_nothing_behind,
             concurrent_inputs_never_reorder_events,
             a_callback_may_call_into_its_pool,
             a_checkout_dropped_as_its_connection_arrives_gives_it_back,

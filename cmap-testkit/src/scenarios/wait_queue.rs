@@ -269,3 +269,90 @@ pub async fn a_zero_timeout_takes_an_available_connection_or_fails_at_once<
     assert!(t0.elapsed() < Duration::from_millis(50));
     drop(held);
 }
+
+/// Drives `futures` to their ends together on the calling task (a
+/// thread-per-task runtime would start one thread each), and returns
+/// their outputs in order.
+async fn all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut futures: Vec<_> = futures.into_iter().map(Box::pin).collect();
+    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (future, output) in futures.iter_mut().zip(&mut outputs) {
+            if output.is_none() {
+                match future.as_mut().poll(cx) {
+                    Poll::Ready(value) => *output = Some(value),
+                    Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    outputs
+        .into_iter()
+        .map(|o| o.expect("every future ended"))
+        .collect()
+}
+
+/// Twenty thousand checkouts with 1 ms deadlines against an exhausted
+/// pool: each times out, the wait queue is empty afterwards, and the
+/// connection given back is served at once to the next checkout (a zero
+/// timeout: it takes an available connection or fails).
+pub async fn a_flood_of_short_deadlines_leaves_the_queue_empty<R: Runtime + Default, T: Runtime + Default>() {
+    const WAVES: usize = 20;
+    const PER_WAVE: usize = 1_000;
+    let (_, _t, pool) = pool_of::<R, T>(1);
+    let held = pool.get().await.unwrap();
+    for _ in 0..WAVES {
+        let wave = (0..PER_WAVE)
+            .map(|_| pool.get_timeout(Duration::from_millis(1)))
+            .collect();
+        for outcome in all(wave).await {
+            let err = outcome.err().expect("the only connection is held");
+            assert!(err.is_timeout(), "{err}");
+        }
+    }
+    assert_eq!(pool.status().waiting, 0);
+    assert_eq!(pool.stats().requests_timed_out, (WAVES * PER_WAVE) as u64);
+    drop(held);
+    let conn = pool
+        .get_timeout(Duration::ZERO)
+        .await
+        .expect("the returned connection, at once");
+    assert_eq!(conn.n, 1);
+}
+
+/// Ten thousand checkouts dropped while they wait leave no waiter
+/// behind, and the connection given back goes to the next checkout at
+/// once, not to a cancelled one.
+pub async fn ten_thousand_cancelled_waiters_leave_nothing_behind<
+    R: Runtime + Default,
+    T: Runtime + Default,
+>() {
+    const WAITERS: usize = 10_000;
+    let (_, t, pool) = pool_of::<R, T>(1);
+    let held = pool.get().await.unwrap();
+    let waker = CountingWaker::new().waker();
+    let mut waiting: Vec<_> = (0..WAITERS).map(|_| Box::pin(pool.get())).collect();
+    for checkout in &mut waiting {
+        assert!(checkout
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending());
+    }
+    assert_eq!(pool.status().waiting, WAITERS);
+    drop(waiting);
+    eventually(&t, "every waiter cancelled", || pool.status().waiting == 0).await;
+    assert_eq!(pool.stats().requests_cancelled, WAITERS as u64);
+    drop(held);
+    let conn = pool
+        .get_timeout(Duration::ZERO)
+        .await
+        .expect("the returned connection, at once");
+    assert_eq!(conn.n, 1);
+}
