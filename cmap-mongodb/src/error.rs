@@ -241,8 +241,9 @@ pub enum ProtocolError {
         /// The limit.
         max: usize,
     },
-    /// The database name is empty or holds a NUL byte.
-    #[error("a command's database name must be non-empty and free of NUL bytes")]
+    /// The database name is empty or holds a NUL byte, or the command
+    /// names one itself (`$db`).
+    #[error("a command's database must be given once, as run_command's non-empty db argument free of NUL bytes, not as $db")]
     InvalidDatabase,
     /// The command could not be written as BSON.
     #[error("the command cannot be written as BSON: {0}")]

@@ -50,6 +50,10 @@ pub(crate) fn encode_command(
     if db.is_empty() || db.contains('\0') {
         return Err(ProtocolError::InvalidDatabase);
     }
+    if command.contains_key("$db") {
+        // It would be sent twice; the database is the `db` argument.
+        return Err(ProtocolError::InvalidDatabase);
+    }
     out.clear();
     out.extend_from_slice(&[0; HEADER_LEN]);
     out.extend_from_slice(&0u32.to_le_bytes()); // flagBits
@@ -258,7 +262,7 @@ mod tests {
     }
 
     #[test]
-    fn a_database_name_must_be_one() {
+    fn a_database_name_must_be_one_and_given_once() {
         let mut out = Vec::new();
         for db in ["", "a\0b"] {
             assert_eq!(
@@ -266,6 +270,10 @@ mod tests {
                 Err(ProtocolError::InvalidDatabase)
             );
         }
+        assert_eq!(
+            encode_command(&doc! { "ping": 1, "$db": "other" }, "admin", usize::MAX, &mut out),
+            Err(ProtocolError::InvalidDatabase)
+        );
     }
 
     #[test]

@@ -526,3 +526,16 @@ fn no_credential_reaches_a_log_line_an_event_or_an_error() {
         }
     }
 }
+
+#[tokio::test]
+async fn load_balanced_mode_refuses_a_server_without_a_service_id() {
+    if !mongo::server_tests_enabled("load_balanced_mode_refuses_a_server_without_a_service_id") {
+        return;
+    }
+    // FerretDB is no load balancer: its hello reply has no serviceId.
+    let manager = MongoManager::new("mongodb://127.0.0.1:27018/?loadBalanced=true").unwrap();
+    let err = manager.open().await.unwrap_err();
+    assert!(matches!(err, Error::Handshake { .. }), "{err:?}");
+    assert!(err.to_string().contains("serviceId"), "{err}");
+    assert_eq!(err.establish_kind(), EstablishErrorKind::Other);
+}
