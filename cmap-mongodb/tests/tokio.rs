@@ -539,3 +539,26 @@ async fn load_balanced_mode_refuses_a_server_without_a_service_id() {
     assert!(err.to_string().contains("serviceId"), "{err}");
     assert_eq!(err.establish_kind(), EstablishErrorKind::Other);
 }
+
+#[tokio::test]
+async fn validate_idle_after_pings_only_connections_idle_that_long() {
+    if !mongo::server_tests_enabled("validate_idle_after_pings_only_connections_idle_that_long") {
+        return;
+    }
+    let server = OwnFerretDb::start("validate");
+    let uri = format!("mongodb://127.0.0.1:{}/?maxPoolSize=1", server.port());
+    for (idle, pings) in [(Duration::ZERO, 3), (Duration::from_secs(3600), 0)] {
+        let manager = MongoManager::new(&uri).unwrap().validate_idle_after(idle);
+        let pool = Pool::builder().connection_string(&uri).build(manager).unwrap();
+        let before = server.requests("ping");
+        for _ in 0..3 {
+            drop(pool.get().await.unwrap());
+        }
+        assert_eq!(
+            server.requests("ping") - before,
+            pings,
+            "validate_idle_after({idle:?})"
+        );
+        assert_eq!(pool.stats().connections_opened, 1);
+    }
+}

@@ -130,15 +130,22 @@ impl OwnFerretDb {
     /// Client connections the server holds open now: accepted minus
     /// finished, from its Prometheus metrics.
     pub fn open_connections(&self) -> i64 {
-        let metrics = http_get(("127.0.0.1", self.metrics_port), "/debug/metrics");
-        let total = |name: &str| -> i64 {
-            metrics
-                .lines()
-                .filter(|line| line.starts_with(name))
-                .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-                .sum::<f64>() as i64
-        };
-        total("ferretdb_client_accepts_total") - total("ferretdb_client_duration_seconds_count")
+        self.metric("ferretdb_client_accepts_total") - self.metric("ferretdb_client_duration_seconds_count")
+    }
+
+    /// How many `command` requests the server has received (`ping`,
+    /// `isMaster`, ...), from its metrics.
+    pub fn requests(&self, command: &str) -> i64 {
+        self.metric(&format!("ferretdb_client_requests_total{{command=\"{command}\""))
+    }
+
+    /// The sum of the metric lines that start with `prefix`.
+    fn metric(&self, prefix: &str) -> i64 {
+        http_get(("127.0.0.1", self.metrics_port), "/debug/metrics")
+            .lines()
+            .filter(|line| line.starts_with(prefix))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>() as i64
     }
 }
 
