@@ -108,6 +108,8 @@ impl<T: Transport> Connection<T> {
         }
     }
 
+    /// The socket, for the blocking manager's socket timeouts.
+    #[cfg(feature = "blocking")]
     pub(crate) fn transport(&self) -> &T {
         &self.transport
     }

@@ -136,6 +136,6 @@ async fn a_tls_handshake_cut_by_the_proxy_is_a_network_error() {
         cut = manager.connect() => cut,
         () = cutter => unreachable!(),
     };
-    let err = cut.err().expect("the handshake was cut");
+    let err = cut.expect_err("the handshake was cut");
     assert_eq!(manager.classify(&err), EstablishErrorKind::Network, "{err}");
 }

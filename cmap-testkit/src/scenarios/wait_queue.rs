@@ -313,7 +313,7 @@ pub async fn a_flood_of_short_deadlines_leaves_the_queue_empty<R: Runtime + Defa
             .map(|_| pool.get_timeout(Duration::from_millis(1)))
             .collect();
         for outcome in all(wave).await {
-            let err = outcome.err().expect("the only connection is held");
+            let err = outcome.expect_err("the only connection is held");
             assert!(err.is_timeout(), "{err}");
         }
     }
