@@ -6,7 +6,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cmap_core::{Address, ConnectionString, Event, OptionsError, PoolOptions, PoolOptionsBuilder, Reconnect};
+use cmap_core::{
+    AdaptiveConnecting, Address, ConnectionString, Event, OptionsError, PoolOptions, PoolOptionsBuilder,
+    Reconnect,
+};
 
 use crate::error::BuildError;
 use crate::events::EventHub;
@@ -311,6 +314,16 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
     /// `maxConnecting`: connections established at once.
     pub fn max_connecting(self, value: u32) -> Self {
         self.configure(|o| o.max_connecting(value))
+    }
+
+    /// An adaptive establishment pace instead of the fixed `maxConnecting`
+    /// (`None`, the default): from `min` connections established at once,
+    /// growing while connects succeed at their usual latency, back to
+    /// `min` when one is refused with a backpressure label or slows down
+    /// (see [`PoolOptionsBuilder::adaptive_connecting`]).
+    pub fn adaptive_connecting(self, value: impl Into<Option<AdaptiveConnecting>>) -> Self {
+        let value = value.into();
+        self.configure(|o| o.adaptive_connecting(value))
     }
 
     /// `maxIdleTimeMS`: how long a connection may stay unused (`None`: no

@@ -120,10 +120,10 @@ pub use runtime::Runtime;
 
 pub use cmap_core;
 pub use cmap_core::{
-    Address, CheckOutError, CheckOutFailedReason, Clear, ClearCause, ClosedReason, ConnectionId,
-    ConnectionString, ConnectionStringError, EstablishError, EstablishErrorKind, EstablishFailure, Event,
-    InterruptedError, OptionsError, PoolOptions, PoolOptionsBuilder, PoolState, Reconnect, ServiceId,
-    SharedError, Stats, Status, TimeoutContext, UnknownOption, UsageError,
+    AdaptiveConnecting, Address, CheckOutError, CheckOutFailedReason, Clear, ClearCause, ClosedReason,
+    ConnectionId, ConnectionString, ConnectionStringError, EstablishError, EstablishErrorKind,
+    EstablishFailure, Event, InterruptedError, OptionsError, PoolOptions, PoolOptionsBuilder, PoolState,
+    Reconnect, ServiceId, SharedError, Stats, Status, TimeoutContext, UnknownOption, UsageError,
 };
 #[cfg(feature = "recorder")]
 pub use cmap_core::{Recording, RecordingError, Replay, ReplayError, Seconds, Step};

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use cmap_async::{BuildError, Event, PoolOptions, PoolOptionsBuilder, Reconnect, ToAddress};
+use cmap_async::{
+    AdaptiveConnecting, BuildError, Event, PoolOptions, PoolOptionsBuilder, Reconnect, ToAddress,
+};
 
 use crate::fork;
 use crate::manager::{ManageConnection, SyncManager};
@@ -98,6 +100,14 @@ impl<M: ManageConnection> PoolBuilder<M> {
     /// `maxConnecting`: connections established at once.
     pub fn max_connecting(self, value: u32) -> Self {
         self.map(|b| b.max_connecting(value))
+    }
+
+    /// An adaptive establishment pace instead of the fixed `maxConnecting`
+    /// (`None`, the default): see
+    /// [`PoolOptionsBuilder::adaptive_connecting`](crate::PoolOptionsBuilder::adaptive_connecting).
+    pub fn adaptive_connecting(self, value: impl Into<Option<AdaptiveConnecting>>) -> Self {
+        let value = value.into();
+        self.map(|b| b.adaptive_connecting(value))
     }
 
     /// `maxIdleTimeMS`: how long a connection may stay unused.

@@ -84,8 +84,8 @@ pub use cmap_async::{
     DEFAULT_RESET_TIMEOUT, DEFAULT_WAIT_QUEUE_TIMEOUT, LOG_TARGET,
 };
 pub use cmap_async::{
-    Address, CheckOutError, CheckOutFailedReason, Clear, ClearCause, ClosedReason, ConnectionId,
-    ConnectionString, ConnectionStringError, EstablishError, EstablishErrorKind, EstablishFailure, Event,
-    InterruptedError, OptionsError, PoolOptions, PoolOptionsBuilder, PoolState, Reconnect, ServiceId,
-    SharedError, Stats, Status, TimeoutContext, UnknownOption, UsageError,
+    AdaptiveConnecting, Address, CheckOutError, CheckOutFailedReason, Clear, ClearCause, ClosedReason,
+    ConnectionId, ConnectionString, ConnectionStringError, EstablishError, EstablishErrorKind,
+    EstablishFailure, Event, InterruptedError, OptionsError, PoolOptions, PoolOptionsBuilder, PoolState,
+    Reconnect, ServiceId, SharedError, Stats, Status, TimeoutContext, UnknownOption, UsageError,
 };

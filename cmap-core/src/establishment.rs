@@ -11,6 +11,7 @@ use crate::error::{CheckOutError, ClearCause, EstablishError, UsageError};
 use crate::event::{ClosedReason, Event};
 use crate::options::EstablishFailure;
 use crate::output::Action;
+use crate::pace::Reaction;
 use crate::pool::{Pool, PoolState};
 
 impl<C> Pool<C> {
@@ -47,6 +48,9 @@ impl<C> Pool<C> {
         self.backoff.on_success();
         self.stats.connections_opened += 1;
         let duration = self.since(pending.created_at);
+        if self.pace.on_established(duration) == Reaction::Cut {
+            self.stats.connecting_cuts += 1;
+        }
         self.emit(|p| Event::ConnectionReady {
             address: p.address.clone(),
             connection_id: id,
@@ -119,6 +123,10 @@ impl<C> Pool<C> {
         };
         self.stats.connections_failed += 1;
         let overload = error.is_overload();
+        // The server said it is overloaded: an adaptive pace falls back.
+        if overload && self.pace.on_overload() == Reaction::Cut {
+            self.stats.connecting_cuts += 1;
+        }
         let fails_requester = !(overload && self.options.keep_waiting_on_overload);
         let victim = pending
             .requester
@@ -161,15 +169,24 @@ impl<C> Pool<C> {
         self.arriving = None;
     }
 
+    /// A clear: an adaptive pace falls back to its minimum, and grows
+    /// one at a time from there.
+    pub(crate) fn pace_after_clear(&mut self) {
+        if self.pace.on_clear() == Reaction::Cut {
+            self.stats.connecting_cuts += 1;
+        }
+    }
+
     /// Whether a connection may be started now, for waiting checkouts
     /// (`for_waiters`) or for minPoolSize: ready, under maxPoolSize and
-    /// maxConnecting, and past the reconnect backoff that applies.
+    /// maxConnecting (or the adaptive pace's limit), and past the
+    /// reconnect backoff that applies.
     #[inline]
     pub(crate) fn can_start_connection(&self, for_waiters: bool) -> bool {
         let o = &self.options;
         self.state == PoolState::Ready
             && (!o.is_capped() || self.conns.total() < o.max_pool_size as usize)
-            && self.conns.pending_len() < o.max_connecting as usize
+            && self.conns.pending_len() < self.pace.limit as usize
             && self.backoff.hold_until(for_waiters).is_none_or(|t| t <= self.now)
     }
 

@@ -21,10 +21,12 @@ impl<C> Pool<C> {
                 || (self.shrinking.is_some_and(|was| total <= was) && self.conns.available_len() == 0),
             "total exceeds maxPoolSize",
         )?;
-        ensure(
-            pending <= o.max_connecting as usize,
-            "pending exceeds maxConnecting",
-        )?;
+        // A fixed pace never lets more be pending; an adaptive one may fall
+        // below the connects in flight (they are not abandoned), never
+        // below its minimum nor above its maximum.
+        self.pace.check(o.max_connecting)?;
+        let most = o.adaptive_connecting.map_or(o.max_connecting, |a| a.max);
+        ensure(pending <= most as usize, "pending exceeds maxConnecting")?;
         self.queue.check()?;
         ensure(
             self.queue.next_deadline().is_none_or(|d| d > self.now),

@@ -125,6 +125,7 @@ mod maintenance;
 mod options;
 mod output;
 mod output_queue;
+mod pace;
 mod perish;
 mod pool;
 #[cfg(feature = "recorder")]
@@ -147,7 +148,7 @@ pub use error::{
 };
 pub use event::{CheckOutFailedReason, ClosedReason, Event};
 pub use id_deque::IdDeque;
-pub use options::{EstablishFailure, PoolOptions, PoolOptionsBuilder, Reconnect};
+pub use options::{AdaptiveConnecting, EstablishFailure, PoolOptions, PoolOptionsBuilder, Reconnect};
 pub use output::{Action, Output};
 pub use pool::{CheckOut, Clear, HandOver, Pool, PoolState};
 #[cfg(feature = "recorder")]

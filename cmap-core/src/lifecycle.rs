@@ -128,6 +128,7 @@ impl<C> Pool<C> {
         }
         let cleared = self.generation;
         self.generation = self.generation.wrapping_add(1);
+        self.pace_after_clear();
         let was_paused = self.state == PoolState::Paused;
         self.state = PoolState::Paused;
         self.clear_cause = cause;
@@ -157,6 +158,7 @@ impl<C> Pool<C> {
         if self.state == PoolState::Closed {
             return;
         }
+        self.pace_after_clear();
         let cleared = self.services.get_mut(&service).map(|entry| {
             entry.generation = entry.generation.wrapping_add(1);
             entry.generation.wrapping_sub(1)

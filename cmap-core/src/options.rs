@@ -63,6 +63,23 @@ impl Default for Reconnect {
     }
 }
 
+/// An adaptive establishment pace (an extension; see
+/// [`PoolOptionsBuilder::adaptive_connecting`]): between `min` and `max`
+/// connections established at once, more while connects succeed at their
+/// usual latency, back to `min` at once when the server says it is
+/// overloaded (a labelled failure) or connects slow down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "recorder", derive(serde::Serialize, serde::Deserialize))]
+pub struct AdaptiveConnecting {
+    /// The fewest connections established at once: the pace after a
+    /// congestion signal, and at first (the spec's default `maxConnecting`
+    /// is 2).
+    pub min: u32,
+    /// The most connections established at once (maxPoolSize bounds it
+    /// too).
+    pub max: u32,
+}
+
 /// Validated pool options. Build them with [`PoolOptions::builder`] or
 /// [`PoolOptions::from_connection_string`].
 #[derive(Debug, Clone, PartialEq)]
@@ -72,6 +89,7 @@ pub struct PoolOptions {
     pub(crate) min_pool_size: u32,
     pub(crate) max_idle_time: Option<Duration>,
     pub(crate) max_connecting: u32,
+    pub(crate) adaptive_connecting: Option<AdaptiveConnecting>,
     pub(crate) wait_queue_timeout: Option<Duration>,
     pub(crate) load_balanced: bool,
     pub(crate) maintenance_interval: Option<Duration>,
@@ -96,6 +114,7 @@ impl Default for PoolOptions {
             min_pool_size: 0,
             max_idle_time: None,
             max_connecting: 2,
+            adaptive_connecting: None,
             wait_queue_timeout: None,
             load_balanced: false,
             maintenance_interval: Some(Duration::from_secs(1)),
@@ -148,9 +167,15 @@ impl PoolOptions {
     pub fn max_idle_time(&self) -> Option<Duration> {
         self.max_idle_time
     }
-    /// `maxConnecting`: how many connections may be established at once.
+    /// `maxConnecting`: how many connections may be established at once
+    /// (unless [`adaptive_connecting`](Self::adaptive_connecting) is set).
     pub fn max_connecting(&self) -> u32 {
         self.max_connecting
+    }
+    /// The adaptive establishment pace, if set: it replaces
+    /// `maxConnecting`.
+    pub fn adaptive_connecting(&self) -> Option<AdaptiveConnecting> {
+        self.adaptive_connecting
     }
     /// `waitQueueTimeoutMS`: how long a checkout may wait; `None` is no limit.
     pub fn wait_queue_timeout(&self) -> Option<Duration> {
@@ -251,6 +276,24 @@ impl PoolOptionsBuilder {
         self.note("maxConnecting", value.into());
         self
     }
+    /// An adaptive establishment pace instead of the fixed
+    /// `maxConnecting` (`None`, the default: the spec's fixed
+    /// `maxConnecting`). The pool starts `min` connections at once; each
+    /// connect that succeeds at about its usual latency doubles that (up
+    /// to `max`; after a fall, doubling up to half the pace the fall found,
+    /// then one more per success), and a connect that fails with a
+    /// backpressure label (the server refused it: overloaded, or its
+    /// limiter) or takes more than twice the recent fastest connect plus
+    /// 10 ms brings it back to `min` at once. Connects in flight are never
+    /// abandoned: the pace gates new ones. A clear brings it back to `min`
+    /// too: the server it learnt about failed. [`Stats::connecting_limit`]
+    /// says where it stands.
+    ///
+    /// [`Stats::connecting_limit`]: crate::Stats::connecting_limit
+    pub fn adaptive_connecting(mut self, value: impl Into<Option<AdaptiveConnecting>>) -> Self {
+        self.options.adaptive_connecting = value.into();
+        self
+    }
     /// `waitQueueTimeoutMS`: `None` waits without limit; a duration is
     /// the limit, so `Duration::ZERO` does not wait (a checkout gets an
     /// available connection or fails at once). (In a connection string,
@@ -336,6 +379,15 @@ impl PoolOptionsBuilder {
                 value: "0".into(),
                 reason: "must be greater than 0",
             });
+        }
+        if let Some(a) = o.adaptive_connecting {
+            if a.min == 0 || a.max < a.min {
+                return Err(OptionsError::Invalid {
+                    option: "adaptiveConnecting",
+                    value: format!("{}..{}", a.min, a.max),
+                    reason: "needs 0 < min <= max",
+                });
+            }
         }
         if o.is_capped() && o.min_pool_size > o.max_pool_size {
             return Err(OptionsError::MinExceedsMax {
@@ -548,6 +600,28 @@ mod tests {
             .maintenance_interval(Some(Duration::ZERO))
             .build()
             .is_err());
+        for (min, max) in [(0, 4), (3, 2)] {
+            let err = PoolOptions::builder()
+                .adaptive_connecting(AdaptiveConnecting { min, max })
+                .build()
+                .unwrap_err();
+            assert!(matches!(
+                err,
+                OptionsError::Invalid {
+                    option: "adaptiveConnecting",
+                    ..
+                }
+            ));
+        }
+        let o = PoolOptions::builder()
+            .adaptive_connecting(AdaptiveConnecting { min: 2, max: 2 })
+            .build()
+            .unwrap();
+        assert_eq!(
+            o.adaptive_connecting(),
+            Some(AdaptiveConnecting { min: 2, max: 2 })
+        );
+        assert_eq!(o.max_connecting(), 2);
         let r = Reconnect {
             initial_delay: Duration::from_secs(2),
             max_delay: Duration::from_secs(1),

@@ -39,6 +39,7 @@ use crate::event::{ClosedReason, Event};
 use crate::maintenance::{Backoff, SplitMix64};
 use crate::options::PoolOptions;
 use crate::output::{Action, Output};
+use crate::pace::Pace;
 use crate::perish::PerishRules;
 use crate::stats::Stats;
 use crate::wait_queue::{WaitQueue, Waiter};
@@ -163,6 +164,8 @@ pub struct Pool<C> {
     pub(crate) id: PoolId,
     pub(crate) queue: WaitQueue,
     pub(crate) backoff: Backoff,
+    /// How many connections may be established at once (`pace.rs`).
+    pub(crate) pace: Pace,
     /// Empty whenever a recording snapshots the pool.
     #[cfg_attr(feature = "recorder", serde(skip))]
     pub(crate) out: VecDeque<Output<C>>,
@@ -183,8 +186,9 @@ pub struct Pool<C> {
     /// After a resize down, while the pool holds more than maxPoolSize:
     /// its total then, the most `check_invariants` allows (`resize.rs`).
     pub(crate) shrinking: Option<usize>,
-    /// The other counters; its `requests`, `usage_time` and `wait_time`
-    /// stay zero (they are in `hot`; [`Pool::stats`] puts them together).
+    /// The other counters; its `requests`, `usage_time`, `wait_time` and
+    /// `connecting_limit` stay zero (they are in `hot` and `pace`;
+    /// [`Pool::stats`] puts them together).
     pub(crate) stats: Stats,
     /// The flight recorder, while one runs (`recorder/`).
     #[cfg(feature = "recorder")]
@@ -243,6 +247,7 @@ impl<C> Pool<C> {
     pub fn new(now: Instant, address: Address, options: PoolOptions) -> Pool<C> {
         let next_run = options.maintenance_interval.map(|i| now + i);
         let rng = SplitMix64::new(options.seed.unwrap_or(DEFAULT_SEED));
+        let pace = Pace::new(options.max_connecting, options.adaptive_connecting);
         let mut pool = Pool {
             address,
             options: Arc::new(options),
@@ -266,6 +271,7 @@ impl<C> Pool<C> {
             shrinking: None,
             stats: Stats::default(),
             backoff: Backoff::default(),
+            pace,
             #[cfg(feature = "recorder")]
             recorder: None,
         };

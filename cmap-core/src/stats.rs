@@ -60,6 +60,14 @@ pub struct Stats {
     pub connections_lost: u64,
     /// Connections returned marked errored.
     pub returns_bad: u64,
+    /// How many connections may be established at once when the stats
+    /// were taken: `maxConnecting`, or where the adaptive pace stands
+    /// (`PoolOptionsBuilder::adaptive_connecting`). Not a counter.
+    pub connecting_limit: u32,
+    /// Times the adaptive pace fell back to its minimum: a connect refused
+    /// with a backpressure label, or one much slower than the recent
+    /// fastest. Zero with a fixed `maxConnecting`.
+    pub connecting_cuts: u64,
     /// Total time connections spent checked out.
     pub usage_time: Duration,
     /// Panics caught in user code the pool called (event callbacks, the
@@ -131,6 +139,7 @@ impl<C> Pool<C> {
             requests,
             usage_time,
             wait_time,
+            connecting_limit: self.pace.limit,
             ..self.stats.clone()
         }
     }

@@ -320,6 +320,19 @@ impl Pool<()> {
                     .map_or(String::new(), |c| format!(", asked for #{c}"))
             );
         }
+        if let Some(bounds) = self.pace.adaptive {
+            let _ = writeln!(
+                text,
+                "  establishment pace: {} at once (adaptive {}..{}, doubling below {}), fastest recent connect {}",
+                self.pace.limit,
+                bounds.min,
+                bounds.max,
+                self.pace.threshold,
+                self.pace
+                    .floor
+                    .map_or("none yet".to_owned(), |f| format!("{f:?}"))
+            );
+        }
         if let Some(error) = &self.backoff.last_error {
             let _ = writeln!(text, "  last establishment error: {error}");
         }

@@ -143,12 +143,25 @@ impl Sim {
             );
             self.shrink_bound = Some(s.total);
         }
-        let o = &self.opts;
         ensure!(
-            s.pending <= o.max_connecting as usize,
-            "pending {} > maxConnecting {}",
+            s.pending <= self.pace.most() as usize,
+            "pending {} > maxConnecting (or the adaptive pace's maximum) {}",
             s.pending,
-            o.max_connecting
+            self.pace.most()
+        );
+        // The pace is the model's to the last step, and no step that
+        // started connections left more pending than it allowed.
+        let limit = self.pool.stats().connecting_limit;
+        ensure!(
+            limit == self.pace.limit,
+            "the pool's establishment pace is {limit}, the model's {}",
+            self.pace.limit
+        );
+        ensure!(
+            s.pending <= self.step_pending || s.pending <= self.pace_bound as usize,
+            "{} pending after a step that started connections, above the pace {}",
+            s.pending,
+            self.pace_bound
         );
         let held_all = self.held.len();
         ensure!(

@@ -55,6 +55,15 @@
 //! and that `ReconnectGaveUp` comes exactly with the failure at which
 //! `give_up_after` has passed since the first failure without a success.
 //! No `Establish` at any point of an input goes beyond maxConnecting.
+//!
+//! With an adaptive establishment pace (`adaptive_connecting`, in 30% of
+//! the cases), the model predicts the pace from the connects' latencies
+//! (on the pool's clock), labelled refusals and clears alone (`PaceModel`), and
+//! checks after every step that `Stats::connecting_limit` is exactly that,
+//! that no `Establish` goes beyond the pace of its moment (before or after
+//! the step's result moved it), that pending connections never exceed the
+//! pace's maximum, and that a step which added pending connections left no
+//! more than the pace allowed.
 //! Requesters are followed exactly with events merged among the actions
 //! (`Sim::exact`); with events off or apart, the model checks what holds
 //! whichever checkout a connection was for.
@@ -107,7 +116,7 @@ mod outputs;
 
 use std::time::{Duration, Instant};
 
-use cmap_core::{EstablishErrorKind, EstablishFailure, PoolOptions, Reconnect};
+use cmap_core::{AdaptiveConnecting, EstablishErrorKind, EstablishFailure, PoolOptions, Reconnect};
 use model::Sim;
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
@@ -126,6 +135,9 @@ struct Opts {
     max_pool_size: u32,
     min_pool_size: u32,
     max_connecting: u32,
+    /// An adaptive establishment pace (min, max) instead of
+    /// `max_connecting`.
+    adaptive: Option<(u32, u32)>,
     wait_queue_timeout_ms: Option<u64>,
     max_idle_ms: Option<u64>,
     maintenance_ms: Option<u64>,
@@ -148,6 +160,7 @@ impl Opts {
             .max_pool_size(self.max_pool_size)
             .min_pool_size(self.min_pool_size)
             .max_connecting(self.max_connecting)
+            .adaptive_connecting(self.adaptive.map(|(min, max)| AdaptiveConnecting { min, max }))
             .maintenance_interval(self.maintenance_ms.map(ms))
             .load_balanced(self.load_balanced)
             .seed(self.seed)
@@ -181,7 +194,12 @@ fn opts() -> impl Strategy<Value = Opts> {
         .prop_flat_map(|max| {
             let min = if max == 0 { 0..=3 } else { 0..=max };
             (
-                (Just(max), min, 1..=3u32),
+                (
+                    Just(max),
+                    min,
+                    1..=3u32,
+                    prop::option::weighted(0.3, (1..=2u32, 0..=4u32).prop_map(|(lo, up)| (lo, lo + up))),
+                ),
                 (
                     prop::option::weighted(0.6, 1..=500u64),
                     prop::option::weighted(0.4, 1..=1500u64),
@@ -204,13 +222,14 @@ fn opts() -> impl Strategy<Value = Opts> {
         })
         .prop_map(
             |(
-                (max, min, mc),
+                (max, min, mc, adaptive),
                 (wq, idle, maint, lifetime),
                 (keep, keep_waiting, reconnect, lb, seed, ready),
             )| Opts {
                 max_pool_size: max,
                 min_pool_size: min,
                 max_connecting: mc,
+                adaptive,
                 wait_queue_timeout_ms: wq,
                 max_idle_ms: idle,
                 maintenance_ms: maint,

@@ -30,6 +30,91 @@ pub(crate) enum CState {
     Closed,
 }
 
+/// How many connections the pool may establish at once, predicted from the
+/// results and latencies of its connects alone: `maxConnecting`, or the
+/// adaptive pace (`PoolOptionsBuilder::adaptive_connecting`), in the
+/// model's own words:
+///
+/// - it starts at `min`;
+/// - a connect that took at most twice the fastest recent one plus 10 ms
+///   doubles it while it is under the doubling ceiling (at first `max`),
+///   and from there adds one each time as many such connects as it came,
+///   never past `max`;
+/// - a slower connect, or a refusal with the backpressure labels, sets
+///   the doubling ceiling to half of it (not under `min`) and it to `min`;
+///   a clear sets both to `min`; either starts the count of connects
+///   towards the next step afresh;
+/// - the fastest recent connect is the first one's latency, then after
+///   each connect the smaller of that connect's and the previous figure
+///   raised by 1/16 of itself (by 1 ms at least).
+#[derive(Debug)]
+pub(crate) struct PaceModel {
+    pub(crate) limit: u32,
+    ceiling: u32,
+    /// Connects since the last step of one.
+    since_step: u32,
+    fastest: Option<Duration>,
+    bounds: Option<(u32, u32)>,
+}
+
+impl PaceModel {
+    pub(crate) fn new(opts: &Opts) -> PaceModel {
+        let (limit, ceiling) = opts
+            .adaptive
+            .unwrap_or((opts.max_connecting, opts.max_connecting));
+        PaceModel {
+            limit,
+            ceiling,
+            since_step: 0,
+            fastest: None,
+            bounds: opts.adaptive,
+        }
+    }
+
+    /// The most connections ever pending at once.
+    pub(crate) fn most(&self) -> u32 {
+        self.bounds.map_or(self.limit, |(_, max)| max)
+    }
+
+    pub(crate) fn established(&mut self, latency: Duration) {
+        let Some((_, max)) = self.bounds else { return };
+        let fastest = self.fastest.unwrap_or(latency);
+        let raised = fastest + Duration::from_millis(1).max(fastest / 16);
+        self.fastest = Some(if latency < raised { latency } else { raised });
+        if latency > fastest * 2 + Duration::from_millis(10) {
+            self.fall();
+        } else if self.limit < self.ceiling {
+            self.limit = (self.limit * 2).min(self.ceiling).min(max);
+        } else {
+            self.since_step += 1;
+            if self.since_step == self.limit {
+                self.since_step = 0;
+                self.limit = (self.limit + 1).min(max);
+            }
+        }
+    }
+
+    pub(crate) fn refused(&mut self) {
+        if self.bounds.is_some() {
+            self.fall();
+        }
+    }
+
+    pub(crate) fn cleared(&mut self) {
+        if let Some((min, _)) = self.bounds {
+            self.fall();
+            self.ceiling = min;
+        }
+    }
+
+    fn fall(&mut self) {
+        let (min, _) = self.bounds.expect("adaptive");
+        self.ceiling = (self.limit / 2).max(min);
+        self.limit = min;
+        self.since_step = 0;
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum WState {
     Waiting,
@@ -266,6 +351,14 @@ pub(crate) struct Sim {
     /// Connections closed for the size as they arrived (for the
     /// generator's coverage).
     pub(crate) shrunk_on_arrival: u64,
+    /// The establishment pace the pool must keep.
+    pub(crate) pace: PaceModel,
+    /// The most connections that may be pending at any point of this step:
+    /// the pace before the step's result moves it, or after, whichever is
+    /// larger.
+    pub(crate) pace_bound: u32,
+    /// Pending connections when the step began.
+    pub(crate) step_pending: usize,
 }
 
 impl Sim {
@@ -340,6 +433,9 @@ impl Sim {
             shrink_bound: None,
             step_outputs: 0,
             shrunk_on_arrival: 0,
+            pace: PaceModel::new(opts),
+            pace_bound: 0,
+            step_pending: 0,
         };
         if opts.start_ready {
             sim.step(&Cmd::Ready).map_err(|e| format!("initial ready: {e}"))?;

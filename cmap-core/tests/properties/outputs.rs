@@ -72,9 +72,9 @@ impl Sim {
                 // still pending while the input lets time pass).
                 let connecting = self.pending.len() + usize::from(self.exact && self.arriving.is_some());
                 ensure!(
-                    connecting < self.opts.max_connecting as usize,
-                    "Establish {id} with {connecting} connections being made (maxConnecting {})",
-                    self.opts.max_connecting
+                    connecting < self.pace_bound as usize,
+                    "Establish {id} with {connecting} connections being made (maxConnecting, or the adaptive pace, {})",
+                    self.pace_bound
                 );
                 // Spec: a connection is started for a checkout only while
                 // checkouts outnumber the connections being established

@@ -1,12 +1,16 @@
 //! This crate's extensions beyond the spec: the connection lifetime, the
-//! reconnect backoff, detach, cancel, time and misuse, stats.
+//! reconnect backoff, detach, cancel, time and misuse, stats, the adaptive
+//! establishment pace.
 //! Every rule here names what it proves; none is a MUST of the spec.
 
 use std::time::Duration;
 
-use crate::support::{Conn, Harness};
+use crate::support::{fail_establish, fail_establish_with, Conn, Harness};
 use crate::{io_error, one_connection_waiting_at_most, opts};
-use cmap_core::{ClosedReason, Event, PoolOptions, PoolState, Reconnect, UsageError};
+use cmap_core::{
+    AdaptiveConnecting, Clear, ClosedReason, EstablishErrorKind, EstablishFailure, Event, PoolOptions,
+    PoolState, Reconnect, UsageError,
+};
 
 #[test]
 fn max_lifetime_retires_connections_with_seeded_jitter() {
@@ -199,4 +203,142 @@ fn stats_count_requests_waits_and_connections() {
         (2, 2, 1, 1)
     );
     assert_eq!(s.usage_time, Duration::from_millis(15));
+}
+
+/// A pool whose establishments are paced adaptively between 2 and 16,
+/// with `waiting` checkouts queued and the first 2 connects started.
+fn adaptive_with_waiters(waiting: usize) -> Harness {
+    let options = opts()
+        .max_pool_size(50)
+        .adaptive_connecting(AdaptiveConnecting { min: 2, max: 16 })
+        .establish_failure(EstablishFailure::KeepReady)
+        .maintenance_interval(None)
+        .build()
+        .unwrap();
+    let mut h = Harness::ready(options);
+    for _ in 0..waiting {
+        h.check_out();
+    }
+    assert_eq!(h.pool.status().pending, 2, "the pace starts at its minimum");
+    assert_eq!(h.pool.stats().connecting_limit, 2);
+    h
+}
+
+/// Completes every pending establishment `ms` after now, in order.
+fn establish_after(h: &mut Harness, ms: u64) {
+    h.now += Duration::from_millis(ms);
+    h.establish_all();
+}
+
+#[test]
+fn adaptive_pace_doubles_while_connects_succeed_at_their_usual_latency() {
+    let mut h = adaptive_with_waiters(40);
+    // Two successes at 100 ms: 2 -> 4 -> 8, and the freed slots refilled.
+    establish_after(&mut h, 100);
+    assert_eq!(h.pool.stats().connecting_limit, 8);
+    assert_eq!(h.pool.status().pending, 8);
+    establish_after(&mut h, 100);
+    assert_eq!(h.pool.stats().connecting_limit, 16, "capped by max");
+    assert_eq!(h.pool.status().pending, 16);
+    assert_eq!(h.pool.stats().connecting_cuts, 0);
+}
+
+#[test]
+fn adaptive_pace_falls_to_its_minimum_on_a_labelled_failure_and_keeps_connects_in_flight() {
+    let mut h = adaptive_with_waiters(40);
+    establish_after(&mut h, 100);
+    assert_eq!(h.pool.status().pending, 8);
+    // An unlabelled failure (an authentication error) says nothing about
+    // load: the pace stays.
+    let id = h.establishing.remove(0);
+    fail_establish(&mut h.pool, h.now, id).unwrap();
+    h.drain();
+    assert_eq!(h.pool.stats().connecting_limit, 8);
+    assert_eq!(h.pool.stats().connecting_cuts, 0);
+    // The server refuses one: back to 2 at once. The 7 in flight go on
+    // (none aborted), and nothing new starts until fewer than 2 are.
+    let id = h.establishing.remove(0);
+    fail_establish_with(&mut h.pool, h.now, id, EstablishErrorKind::Network).unwrap();
+    h.drain();
+    assert_eq!(h.pool.stats().connecting_limit, 2);
+    assert_eq!(h.pool.stats().connecting_cuts, 1);
+    assert!(h.aborted.is_empty());
+    assert_eq!(h.pool.status().pending, 7);
+    h.check_out();
+    assert_eq!(h.pool.status().pending, 7, "no connect starts above the pace");
+    // Regrowth, over the 7 successes: doubling up to half the pace the
+    // fall found (2 -> 4), then one more per round of 4 successes (5).
+    establish_after(&mut h, 100);
+    assert_eq!(h.pool.stats().connecting_limit, 5);
+    assert_eq!(h.pool.status().pending, 5);
+}
+
+#[test]
+fn adaptive_pace_falls_to_its_minimum_when_connects_slow_down() {
+    let mut h = adaptive_with_waiters(40);
+    establish_after(&mut h, 100);
+    assert_eq!(h.pool.stats().connecting_limit, 8);
+    // 210 ms is twice the floor plus 10 ms: still usual.
+    establish_after(&mut h, 110);
+    assert_eq!(h.pool.stats().connecting_limit, 16);
+    // 300 ms after they started, the connects took more than twice the
+    // fastest: the server queues them.
+    let slow = h.establishing.remove(0);
+    h.now += Duration::from_millis(300);
+    h.pool
+        .handle_established(h.now, slow, Conn(slow.0), None)
+        .unwrap();
+    h.drain();
+    assert_eq!(h.pool.stats().connecting_limit, 2);
+    assert_eq!(h.pool.stats().connecting_cuts, 1);
+}
+
+#[test]
+fn fixed_max_connecting_stays_the_default_and_never_moves() {
+    let mut h = Harness::ready(
+        opts()
+            .max_pool_size(50)
+            .establish_failure(EstablishFailure::KeepReady)
+            .maintenance_interval(None)
+            .build()
+            .unwrap(),
+    );
+    assert_eq!(h.pool.options().adaptive_connecting(), None);
+    for _ in 0..20 {
+        h.check_out();
+    }
+    for _ in 0..3 {
+        establish_after(&mut h, 100);
+        assert_eq!(h.pool.status().pending, 2);
+    }
+    let id = h.establishing.remove(0);
+    fail_establish_with(&mut h.pool, h.now, id, EstablishErrorKind::Network).unwrap();
+    h.drain();
+    let stats = h.pool.stats();
+    assert_eq!((stats.connecting_limit, stats.connecting_cuts), (2, 0));
+}
+
+#[test]
+fn adaptive_pace_falls_to_its_minimum_on_a_clear() {
+    let mut h = adaptive_with_waiters(40);
+    establish_after(&mut h, 100);
+    assert_eq!(h.pool.stats().connecting_limit, 8);
+    // The monitor lost the server: what the pace learnt is about a server
+    // that failed, and the pool readied after it starts from 2.
+    h.pool.handle_clear(h.now, Clear::default()).unwrap();
+    h.drain();
+    assert_eq!(h.pool.stats().connecting_limit, 2);
+    assert_eq!(h.pool.stats().connecting_cuts, 1);
+    h.pool.handle_ready(h.now).unwrap();
+    h.drain();
+    for _ in 0..10 {
+        h.check_out();
+    }
+    // The 8 connects of the old generation still in flight count: none
+    // starts.
+    assert_eq!(h.pool.status().pending, 8);
+    // No doubling after a clear: one more per round of successes (2 -> 3
+    // after 2, 3 -> 4 after 3 more).
+    establish_after(&mut h, 100);
+    assert_eq!(h.pool.stats().connecting_limit, 4);
 }

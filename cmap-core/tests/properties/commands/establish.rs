@@ -17,6 +17,11 @@ impl Sim {
             return self.after(false);
         };
         self.arriving = Some((id, self.conn(id)?.requester));
+        // The adaptive pace moves with the connect's latency, on the
+        // pool's clock once this input has moved it.
+        let latency = now.max(self.pool_now) - self.conn(id)?.created_at;
+        self.pace.established(latency);
+        self.pace_bound = self.pace_bound.max(self.pace.limit);
         self.arrival = Some(Arrival {
             id,
             over: self.over_size_with_arrival(now),
@@ -77,6 +82,13 @@ impl Sim {
         // input lets time pass (it times out first, and forgets it).
         let requester = requester.filter(|&w| self.waiters[w as usize - 1].deadline.is_none_or(|d| d > at));
         let keeps_waiting = kind.labelled() && self.opts.keep_waiting;
+        // A refusal with the labels: the server is overloaded, and an
+        // adaptive pace falls back.
+        if kind.labelled() {
+            self.pace.refused();
+        } else if clears {
+            self.pace.cleared();
+        }
         let (victim, kept) = if keeps_waiting {
             (None, requester)
         } else {
@@ -146,7 +158,7 @@ impl Sim {
         let id = ConnectionId(if ahead == 0 {
             0
         } else {
-            self.conns.len() as u64 + u64::from(self.opts.max_connecting) + ahead
+            self.conns.len() as u64 + u64::from(self.pace.most()) + ahead
         });
         let r = if ok {
             self.pool.handle_established(now, id, Conn(LATE + id.0), None)

@@ -27,6 +27,9 @@ impl Sim {
         let r = self.pool.handle_clear(now, clear);
         self.told(now);
         if !wrong_mode && !self.closed {
+            // Any clear: the server failed, and an adaptive pace falls
+            // back.
+            self.pace.cleared();
             if lb {
                 let sid = ServiceId([service; 12]);
                 // Only a service the pool knows has a generation.

@@ -35,6 +35,8 @@ impl Sim {
         self.resize = None;
         self.arrival = None;
         self.step_outputs = 0;
+        self.pace_bound = self.pace.limit;
+        self.step_pending = self.pending.len();
         let now = self.wall;
         match *cmd {
             Cmd::CheckOut { stale_ms } => self.check_out(now, stale_ms),
