@@ -28,6 +28,11 @@ pub struct Metrics {
     pub failed: Vec<u64>,
     /// Operations cut by a dropped connection (the failover), per second.
     pub cut: Vec<u64>,
+    /// The most connects in flight (started by the pools, not yet
+    /// answered by the server) within each second.
+    pub in_flight: Vec<usize>,
+    /// Connects in flight now, and the second of the last change.
+    connecting: (usize, usize),
     /// Wait (arrival to connection) of the served requests, per bucket, µs.
     pub wait: Vec<Histogram<u64>>,
     bucket: Nanos,
@@ -56,6 +61,8 @@ impl Metrics {
             served: vec![0; secs],
             failed: vec![0; secs],
             cut: vec![0; secs],
+            in_flight: vec![0; secs],
+            connecting: (0, 0),
             wait: (0..buckets).map(|_| histogram()).collect(),
             bucket,
             arrivals: 0,
@@ -101,6 +108,27 @@ impl Metrics {
         self.cut[s] += 1;
     }
 
+    /// A pool started a connect at `t`.
+    pub fn connect_started(&mut self, t: Nanos) {
+        self.move_connecting(t, 1);
+    }
+
+    /// The server answered a connect at `t`.
+    pub fn connect_answered(&mut self, t: Nanos) {
+        self.move_connecting(t, -1);
+    }
+
+    fn move_connecting(&mut self, t: Nanos, by: isize) {
+        let s = self.sec(t);
+        let (from, count) = self.connecting;
+        for p in &mut self.in_flight[from + 1..=s.max(from)] {
+            *p = (*p).max(count);
+        }
+        let now = count.saturating_add_signed(by);
+        self.in_flight[s] = self.in_flight[s].max(now);
+        self.connecting = (s.max(from), now);
+    }
+
     /// The server's connection count changed to `held` at `t`. Each
     /// second's peak is the most it held in that second, the count it
     /// began the second with included.
@@ -124,6 +152,7 @@ impl Metrics {
         let s = self.sec(t);
         self.carry_to(s);
         self.last.0 = self.last.0.max(s);
+        self.move_connecting(t, 0);
     }
 
     pub fn bucket(&self) -> Nanos {

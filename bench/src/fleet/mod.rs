@@ -16,7 +16,8 @@
 mod metrics;
 mod process;
 mod report;
-mod rng;
+/// Shared with `bench outage --chaos` and `bench soak-core`.
+pub(crate) mod rng;
 mod scenario;
 mod sched;
 mod server;
@@ -45,7 +46,7 @@ options (defaults in brackets):
   --minutes M            simulated minutes [5]
   --seed S               [1]
   --scenarios A,B        steady, failover, deploy, spike [all]
-  --variants A,B         defaults, no-max-connecting, no-jitter, no-labels [all]
+  --variants A,B         defaults, no-max-connecting, no-jitter, no-labels, adaptive [all]
 load, per process:
   --rate R               requests per second, Poisson [20]
   --hold-ms MS           mean hold time, exponential [50]

@@ -107,6 +107,19 @@ fn count(v: u64) -> String {
     svg::si(v as f64)
 }
 
+/// A count to the unit, with thousands separators: 112,112.
+fn exact(v: u64) -> String {
+    let digits = v.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// A scenario's table: a row per variant.
 pub fn table(runs: &[&Run]) -> String {
     let mut out = String::from(
@@ -296,7 +309,40 @@ pub fn charts(runs: &[Run]) -> Vec<(&'static str, String)> {
             .render(),
         ),
         ("fleet-wait-p99.svg", wait_chart(runs).render()),
+        ("fleet-in-flight.svg", in_flight_chart(runs).render()),
     ]
+}
+
+/// Connects in flight across the fleet (the most of each second, log
+/// scale) around each event, for the fixed pace, the adaptive one and no
+/// limit.
+fn in_flight_chart(runs: &[Run]) -> Chart {
+    let paces = [Variant::Defaults, Variant::Adaptive, Variant::NoMaxConnecting];
+    let mut chart = chart(
+        runs,
+        "Connects in flight across the fleet (most of each second), around the event",
+        "connects in flight (log)",
+        true,
+        svg::si,
+        |r, s| r.outcome.metrics.in_flight[s] as f64,
+    );
+    for panel in &mut chart.panels {
+        panel.series.retain(|s| paces.iter().any(|v| v.name() == s.name));
+        for s in &mut panel.series {
+            if let Some(v) = paces.iter().find(|v| v.name() == s.name) {
+                s.name = match v {
+                    Variant::Defaults => "fixed maxConnecting".to_owned(),
+                    Variant::Adaptive => "adaptive pace".to_owned(),
+                    _ => "no limit".to_owned(),
+                };
+            }
+        }
+    }
+    chart
+        .panels
+        .retain(|p| p.title != Kind::Steady.name() && !p.series.is_empty());
+    chart.y_scale = Scale::Log10;
+    chart
 }
 
 /// How a variant compares with the defaults in one scenario, in a few
@@ -338,7 +384,7 @@ pub fn mechanisms(runs: &[Run]) -> String {
     out.push_str(" |\n| --- |");
     out.push_str(&" --- |".repeat(kinds.len()));
     out.push('\n');
-    for v in Variant::ALL.into_iter().skip(1) {
+    for v in Variant::ALL.into_iter().filter(|v| v.is_without()) {
         let _ = write!(out, "| {} |", v.name().trim_start_matches("no "));
         for k in &kinds {
             let find = |variant| runs.iter().find(|r| r.kind == *k && r.variant == variant);
@@ -349,6 +395,56 @@ pub fn mechanisms(runs: &[Run]) -> String {
             let _ = write!(out, " {cell} |");
         }
         out.push('\n');
+    }
+    out
+}
+
+/// Per scenario: the adaptive pace and no maxConnecting against the fixed
+/// maxConnecting of the defaults, in connects reaching the server, refused
+/// connects, failed checkouts and wait p99.
+pub fn adaptive(runs: &[Run]) -> String {
+    let mut out = String::from(
+        "| scenario | pace | connects reaching the server | refused | checkouts failed | wait p50 | wait p99 |\n\
+| --- | --- | --: | --: | --: | --: | --: |\n",
+    );
+    for kind in Kind::ALL {
+        let find = |variant| runs.iter().find(|r| r.kind == kind && r.variant == variant);
+        let (Some(fixed), Some(_)) = (find(Variant::Defaults), find(Variant::Adaptive)) else {
+            continue;
+        };
+        let f = &fixed.summary;
+        let ratio = |a: u64, b: u64| match b {
+            0 if a == 0 => String::new(),
+            0 => " (+∞)".to_owned(),
+            _ => format!(" (×{:.2})", a as f64 / b as f64),
+        };
+        let sizes = &fixed.cfg.sizes;
+        for (variant, label) in [
+            (
+                Variant::Defaults,
+                format!("fixed maxConnecting {}", sizes.max_connecting),
+            ),
+            (
+                Variant::Adaptive,
+                format!("adaptive {}..{}", sizes.max_connecting, sizes.max_pool_size),
+            ),
+            (Variant::NoMaxConnecting, "no limit".to_owned()),
+        ] {
+            let Some(r) = find(variant) else { continue };
+            let s = &r.summary;
+            let _ = writeln!(
+                out,
+                "| {} | {label} | {}{} | {}{} | {} | {} | {} |",
+                kind.name(),
+                count(s.opened + s.refused),
+                ratio(s.opened + s.refused, f.opened + f.refused),
+                count(s.refused),
+                ratio(s.refused, f.refused),
+                exact(s.failed),
+                us(s.wait_p50_us),
+                us(s.wait_p99_us),
+            );
+        }
     }
     out
 }
@@ -414,6 +510,18 @@ connections at the server, connects that reached it (opened + refused), checkout
     );
     out.push_str(&mechanisms(runs));
     out.push('\n');
+    if runs.iter().any(|r| r.variant == Variant::Adaptive) {
+        out.push_str(
+            "### The adaptive pace against fixed maxConnecting\n\nThe pools with \
+`adaptive_connecting(AdaptiveConnecting { min: 2, max: maxPoolSize })`, and with no limit \
+(maxConnecting = maxPoolSize), against the defaults' fixed maxConnecting 2, same seed, same load; \
+ratios to the fixed pace.\n\n",
+        );
+        out.push_str(&adaptive(runs));
+        out.push_str(
+            "\n![connects in flight around each event: fixed, adaptive, unlimited](img/fleet-in-flight.svg)\n\n",
+        );
+    }
     out.push_str("### Plots\n\n");
     for (name, alt) in [
         ("fleet-attempts.svg", "connects per second around each event"),
@@ -464,12 +572,12 @@ pub fn write_csv(dir: &Path, r: &Run) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let m = &r.outcome.metrics;
     let mut text =
-        String::from("second,opened,refused,server_connections_peak,served,failed,operations_cut\n");
+        String::from("second,opened,refused,server_connections_peak,served,failed,operations_cut,connects_in_flight_peak\n");
     for s in 0..(r.cfg.duration / SEC) as usize {
         let _ = writeln!(
             text,
-            "{s},{},{},{},{},{},{}",
-            m.opened[s], m.refused[s], m.peak[s], m.served[s], m.failed[s], m.cut[s]
+            "{s},{},{},{},{},{},{},{}",
+            m.opened[s], m.refused[s], m.peak[s], m.served[s], m.failed[s], m.cut[s], m.in_flight[s]
         );
     }
     let name = format!("fleet-{}-{}.csv", r.kind.name(), r.variant.slug());

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use cmap_core::{EstablishErrorKind, PoolOptions};
+use cmap_core::{AdaptiveConnecting, EstablishErrorKind, PoolOptions};
 
 use super::sched::{Nanos, MS, SEC};
 
@@ -140,7 +140,8 @@ built {} later)",
     }
 }
 
-/// Which of the pool's mechanisms is switched off.
+/// Which of the pool's mechanisms is switched off, or which option is
+/// tried instead of the defaults.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Variant {
     /// The pool as `cmap_async::Pool::builder()` builds it.
@@ -154,15 +155,25 @@ pub enum Variant {
     /// as before the spec's "Backpressure-enabled" (SDAM's reaction to a
     /// network error while connecting).
     NoLabels,
+    /// The adaptive establishment pace (`adaptive_connecting`) from
+    /// maxConnecting up to maxPoolSize, instead of the fixed maxConnecting.
+    Adaptive,
 }
 
 impl Variant {
-    pub const ALL: [Variant; 4] = [
+    pub const ALL: [Variant; 5] = [
         Variant::Defaults,
         Variant::NoMaxConnecting,
         Variant::NoJitter,
         Variant::NoLabels,
+        Variant::Adaptive,
     ];
+
+    /// Whether the variant switches a mechanism off (a row of "what each
+    /// mechanism buys"), rather than trying an option.
+    pub fn is_without(self) -> bool {
+        !matches!(self, Variant::Defaults | Variant::Adaptive)
+    }
 
     pub fn name(self) -> &'static str {
         match self {
@@ -170,6 +181,7 @@ impl Variant {
             Variant::NoMaxConnecting => "no maxConnecting",
             Variant::NoJitter => "no jitter",
             Variant::NoLabels => "no labels",
+            Variant::Adaptive => "adaptive pace",
         }
     }
 
@@ -179,6 +191,7 @@ impl Variant {
             Variant::NoMaxConnecting => "no-max-connecting",
             Variant::NoJitter => "no-jitter",
             Variant::NoLabels => "no-labels",
+            Variant::Adaptive => "adaptive",
         }
     }
 
@@ -187,7 +200,7 @@ impl Variant {
             .into_iter()
             .find(|v| v.slug() == s || v.name() == s)
             .ok_or_else(|| {
-                format!("unknown variant {s:?} (defaults, no-max-connecting, no-jitter, no-labels)")
+                format!("unknown variant {s:?} (defaults, no-max-connecting, no-jitter, no-labels, adaptive)")
             })
     }
 
@@ -259,10 +272,15 @@ impl Config {
         if let Some(pause) = self.waiting_pause {
             reconnect.max_delay_while_waiting = Duration::from_nanos(pause.max(1));
         }
+        let adaptive = (self.variant == Variant::Adaptive).then(|| AdaptiveConnecting {
+            min: s.max_connecting,
+            max: s.max_pool_size.max(s.max_connecting),
+        });
         PoolOptions::builder()
             .max_pool_size(s.max_pool_size)
             .min_pool_size(s.min_pool_size)
             .max_connecting(max_connecting)
+            .adaptive_connecting(adaptive)
             .wait_queue_timeout(Duration::from_nanos(self.load.wait_timeout))
             .reconnect(Some(reconnect))
             .keep_waiting_on_overload(true)

@@ -102,6 +102,7 @@ impl World {
     /// Process `p` starts establishing connection `id`.
     pub fn connect(&mut self, p: u32, inst: u32, id: ConnectionId) {
         let now = self.sched.now();
+        self.metrics.connect_started(now);
         let (at, result) = match self.server.connect(now, &mut self.rng) {
             Answer::Accepted(at, conn) => {
                 self.metrics.opened(now, self.server.held);
@@ -229,6 +230,7 @@ impl Sim {
             Ev::Arrival { p, inst } => self.procs[p as usize].on_arrival(w, p, inst),
             Ev::HoldEnd { p, inst, conn } => self.procs[p as usize].on_hold_end(w, p, inst, conn),
             Ev::Connected { p, inst, id, result } => {
+                w.metrics.connect_answered(w.sched.now());
                 self.procs[p as usize].on_connected(w, p, inst, id, result)
             }
             Ev::Timer { p, inst, at } => self.procs[p as usize].on_timer(w, p, inst, at),
