@@ -14,6 +14,9 @@
 //! cargo run --release -p bench -- list
 //! cargo run --release -p bench -- outage --out docs  # against PostgreSQL at 127.0.0.1:5432;
 //!                                                     # writes docs/reliability.md
+//! cargo run --release -p bench -- mongo --out docs   # against FerretDB at 127.0.0.1:27018; writes
+//!                                                     # the MongoDB sections of docs/reliability.md
+//!                                                     # and docs/benchmarks.md
 //! cargo run --release -p bench -- fleet --out docs   # a fleet of pools, simulated;
 //!                                                     # writes docs/fleet.md
 //! ```
@@ -28,6 +31,7 @@ mod outage;
 mod pools;
 mod report;
 mod rt;
+mod soak_core;
 mod spike;
 mod svg;
 
@@ -56,7 +60,17 @@ commands:
   list     the pools
   outage   cmap-tokio, cmap-blocking, deadpool and bb8 on PostgreSQL (127.0.0.1:5432) through a
            fault proxy that refuses, cuts, blackholes or delays; with --out DIR writes
-           DIR/reliability.md
+           DIR/reliability.md. `outage --chaos --seed S --minutes M`: a seeded schedule of faults on
+           the four pools at once; `outage --soak --pools P --minutes M`: one pool for an hour, a cut
+           every 30 s, memory and fds each minute (`--soak-report A.tsv,B.tsv` tables them);
+           `outage --flood`: 100,000 1 ms checkouts and 10,000 cancelled waiters on cmap-tokio
+  soak-core
+           cmap-core's pool on virtual time for --hours H (default 24), random inputs, its
+           invariants checked after each one; --seed S
+  mongo    cmap-tokio with cmap-mongodb's manager beside the official MongoDB driver's pool (the
+           mongodb crate), on FerretDB (127.0.0.1:27018) through the fault proxy: steady load, refused
+           1 s and 8 s, restart, blackhole; --runs N (default 3); with --out DIR rewrites the MongoDB
+           sections of DIR/reliability.md and DIR/benchmarks.md
   fleet    N processes, one cmap-core pool each, against a simulated server on virtual time
            (steady, failover, rolling deploy, spike; defaults vs no maxConnecting, no jitter, no
            backpressure labels); with --out DIR writes DIR/fleet.md. `bench fleet --help` lists
@@ -75,7 +89,7 @@ options:
   --reps N             sweep repetitions; the median-throughput one is kept (default 1)
   --event-reps N       repetitions of the events pairs (default 3)
   --spike-rounds N     spike rounds, each on a fresh pool (default 5)
-  --runs N             outage: runs of every scenario (default 3)
+  --runs N             outage, mongo: runs of every scenario (default 3)
   --spike-delay-ms A,B outage: spikes with the proxy delaying new connections this long (default 0,100)
   --jobs N             instructions: callgrind runs at a time (default 2)
 ";
@@ -146,7 +160,7 @@ fn parse(args: Vec<String>) -> Result<Options, String> {
         if !arg.starts_with("--") {
             if o.command.is_empty() {
                 o.command = arg;
-                if o.command == "fleet" {
+                if o.command == "fleet" || o.command == "soak-core" {
                     o.fleet_args = it.by_ref().collect();
                 }
                 continue;
@@ -175,6 +189,11 @@ fn parse(args: Vec<String>) -> Result<Options, String> {
             "--regime" => o.regime = value()?,
             "--n" => o.n = num(value()?)?,
             "--help" => o.command = "help".to_owned(),
+            // `outage --chaos | --soak | --soak-report | --flood`: the rest is theirs
+            // (bench/src/outage/chaos.rs, soak.rs, flood.rs).
+            "--chaos" | "--soak" | "--soak-report" | "--flood" | "--spike-only" if o.command == "outage" => {
+                o.fleet_args = std::iter::once(arg.clone()).chain(it.by_ref()).collect();
+            }
             _ => return Err(format!("unknown option {arg}")),
         }
     }
@@ -410,6 +429,14 @@ fn run(o: &Options) -> Result<(), String> {
         instructions::INNER => {
             instructions::inner(&o.pool, instructions::Regime::parse(&o.regime)?, o.n)?;
         }
+        "outage" if !o.fleet_args.is_empty() => match o.fleet_args[0].as_str() {
+            "--chaos" => outage::chaos::run(&o.fleet_args)?,
+            "--soak" => outage::soak::run(&o.fleet_args)?,
+            "--soak-report" => outage::soak::report(&o.fleet_args)?,
+            "--spike-only" => outage::adaptive::run(&o.fleet_args)?,
+            _ => outage::flood::run(&o.fleet_args)?,
+        },
+        "soak-core" => soak_core::run(&o.fleet_args)?,
         "outage" => {
             let pools = match &o.pools {
                 Some(p) => p.clone(),
@@ -419,6 +446,13 @@ fn run(o: &Options) -> Result<(), String> {
                 runs: o.runs,
                 pools,
                 spike_delays: o.spike_delays.iter().map(|d| Duration::from_millis(*d)).collect(),
+                out: o.out.clone(),
+                args: o.args.clone(),
+            })?;
+        }
+        "mongo" => {
+            outage::mongo::run(&outage::mongo::MongoOptions {
+                runs: o.runs,
                 out: o.out.clone(),
                 args: o.args.clone(),
             })?;

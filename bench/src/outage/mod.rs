@@ -9,7 +9,12 @@
 //! `select 1`, with a 10 ms pause after an error. A scenario script then
 //! switches the proxy's modes while every `get()` is timed.
 
+pub mod adaptive;
+pub mod chaos;
+pub mod flood;
+pub mod mongo;
 pub mod pg;
+pub mod soak;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -148,6 +153,8 @@ fn setup(port: u16, round_trip_check: bool) -> PgSetup {
         wait: Some(WAIT),
         round_trip_check,
         counters: Arc::default(),
+        application_name: "bench-outage".to_owned(),
+        live_port: None,
     }
 }
 
@@ -548,6 +555,8 @@ fn spike_setup(port: u16) -> PgSetup {
         wait: None,
         round_trip_check: false,
         counters: Arc::default(),
+        application_name: "bench-outage".to_owned(),
+        live_port: None,
     }
 }
 
@@ -599,7 +608,10 @@ fn spike_async<P: AsyncPgPool>(delay: Duration) -> SpikeRun {
     spike_run(connect_ms, to_min_ms, results, opened)
 }
 
-fn spike_blocking(delay: Duration) -> SpikeRun {
+fn spike_blocking(
+    delay: Duration,
+    build_pool: fn(&PgSetup) -> cmap_blocking::Pool<pg::BlockingManager>,
+) -> SpikeRun {
     let proxy = Proxy::start(upstream()).expect("the fault proxy starts");
     if !delay.is_zero() {
         proxy.set(Mode::Delay(delay));
@@ -610,7 +622,7 @@ fn spike_blocking(delay: Duration) -> SpikeRun {
     };
     let setup = spike_setup(proxy.port());
     let build = Instant::now();
-    let pool = Arc::new(pg::build_blocking(&setup));
+    let pool = Arc::new(build_pool(&setup));
     std::thread::sleep(Duration::from_secs(1));
     let to_min_ms = to_min(build, &setup.counters);
     let before = setup.counters.started.load(Ordering::Relaxed);
@@ -727,11 +739,14 @@ fn spike(pool: &str, delay: Duration) -> Vec<Option<f64>> {
         "cmap-tokio" => spike_async::<pg::CmapTokio>(delay),
         "deadpool" => spike_async::<pg::Deadpool>(delay),
         "bb8" => spike_async::<pg::Bb8>(delay),
-        _ => spike_blocking(delay),
+        adaptive::TOKIO => spike_async::<adaptive::CmapTokioAdaptive>(delay),
+        adaptive::BLOCKING => spike_blocking(delay, adaptive::build_blocking),
+        _ => spike_blocking(delay, pg::build_blocking),
     };
     let native_min = pool != "deadpool";
     let (model_p50, model_p99) = paced_model(r.connect_ms, ms(SPIKE_HOLD));
-    let cmap = pool.starts_with("cmap");
+    // The paced model is maxConnecting's: not the adaptive pace's.
+    let cmap = pool.starts_with("cmap") && !adaptive::is_adaptive(pool);
     // The target, and the same with whole rounds of maxConnecting
     // connects (5 connections at 2 at a time take 3 connects' time).
     let target = (f64::from(SPIKE_MIN) / f64::from(MAX_CONNECTING)) * r.connect_ms + 10.0;

@@ -6,7 +6,7 @@
 
 use std::future::Future;
 use std::ops::DerefMut;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -25,6 +25,22 @@ pub struct PgSetup {
     /// Check with a round trip (`select 1`) instead of the socket's state.
     pub round_trip_check: bool,
     pub counters: Arc<Counters>,
+    /// The sessions' PostgreSQL `application_name`: what the server's own
+    /// count of a pool's sessions (`pg_stat_activity`) is read by.
+    pub application_name: String,
+    /// Where to connect when it changes while the pool runs (`bench
+    /// outage --chaos` and `--soak` renew their fault proxy, which lives
+    /// 300 s at most); `None`: `port`.
+    pub live_port: Option<Arc<AtomicU16>>,
+}
+
+impl PgSetup {
+    /// The port a connect goes to now.
+    pub fn port(&self) -> u16 {
+        self.live_port
+            .as_ref()
+            .map_or(self.port, |p| p.load(Ordering::Relaxed))
+    }
 }
 
 /// What the managers and event callbacks count.
@@ -57,21 +73,22 @@ impl Counters {
     }
 }
 
-fn config(port: u16) -> tokio_postgres::Config {
+fn config(port: u16, application_name: &str) -> tokio_postgres::Config {
     let mut c = tokio_postgres::Config::new();
     c.host("127.0.0.1")
         .port(port)
         .user("postgres")
         .dbname("test")
-        .application_name("bench-outage");
+        .application_name(application_name);
     c
 }
 
 /// A connect with `tokio-postgres`, its socket driven by a spawned task.
-async fn connect(port: u16, counters: Arc<Counters>) -> Result<Client, PgError> {
+async fn connect(setup: PgSetup) -> Result<Client, PgError> {
+    let counters = setup.counters.clone();
     counters.started.fetch_add(1, Ordering::Relaxed);
     let start = Instant::now();
-    let connected = config(port).connect(NoTls).await;
+    let connected = config(setup.port(), &setup.application_name).connect(NoTls).await;
     counters.attempt(start, connected.is_ok());
     let (client, connection) = connected?;
     tokio::spawn(async move {
@@ -135,6 +152,10 @@ fn classify(error: &PgError) -> EstablishErrorKind {
         Some(code) if code.starts_with("28") => EstablishErrorKind::Authentication,
         Some("53300" | "57P03") => EstablishErrorKind::Network,
         Some(_) => EstablishErrorKind::Other,
+        // Closed by the server (or a cut) before or during startup: a
+        // network error, as cmap-postgres sorts it (`PgError::kind`), not
+        // one that clears the pool.
+        None if matches!(error, PgError::Postgres(e) if e.is_closed()) => EstablishErrorKind::Network,
         None => EstablishErrorKind::of_chain(error),
     }
 }
@@ -154,7 +175,7 @@ pub trait AsyncPgPool: Send + Sync + Sized + 'static {
 // --- cmap-tokio ---
 
 pub struct CmapManager {
-    setup: PgSetup,
+    pub(crate) setup: PgSetup,
 }
 
 impl cmap_tokio::ManageConnection for CmapManager {
@@ -163,7 +184,7 @@ impl cmap_tokio::ManageConnection for CmapManager {
     const RESETS: bool = false;
 
     fn connect(&self) -> impl Future<Output = Result<Client, PgError>> + Send {
-        connect(self.setup.port, self.setup.counters.clone())
+        connect(self.setup.clone())
     }
 
     fn classify(&self, error: &PgError) -> EstablishErrorKind {
@@ -188,7 +209,7 @@ fn count_clears(counters: &Arc<Counters>) -> impl Fn(&Event) + Send + Sync + 'st
     }
 }
 
-pub struct CmapTokio(cmap_tokio::Pool<CmapManager>);
+pub struct CmapTokio(pub cmap_tokio::Pool<CmapManager>);
 
 impl AsyncPgPool for CmapTokio {
     type Guard<'a> = cmap_tokio::PooledConnection<'a, CmapManager>;
@@ -223,7 +244,7 @@ impl deadpool::managed::Manager for DeadpoolManager {
     type Error = PgError;
 
     fn create(&self) -> impl Future<Output = Result<Client, PgError>> + Send {
-        connect(self.setup.port, self.setup.counters.clone())
+        connect(self.setup.clone())
     }
 
     async fn recycle(
@@ -237,7 +258,7 @@ impl deadpool::managed::Manager for DeadpoolManager {
     }
 }
 
-pub struct Deadpool(deadpool::managed::Pool<DeadpoolManager>);
+pub struct Deadpool(pub deadpool::managed::Pool<DeadpoolManager>);
 
 impl AsyncPgPool for Deadpool {
     type Guard<'a> = deadpool::managed::Object<DeadpoolManager>;
@@ -268,7 +289,7 @@ impl bb8::ManageConnection for Bb8Manager {
     type Error = PgError;
 
     fn connect(&self) -> impl Future<Output = Result<Client, PgError>> + Send {
-        connect(self.setup.port, self.setup.counters.clone())
+        connect(self.setup.clone())
     }
 
     fn is_valid(&self, conn: &mut Client) -> impl Future<Output = Result<(), PgError>> + Send {
@@ -280,7 +301,7 @@ impl bb8::ManageConnection for Bb8Manager {
     }
 }
 
-pub struct Bb8(bb8::Pool<Bb8Manager>);
+pub struct Bb8(pub bb8::Pool<Bb8Manager>);
 
 impl AsyncPgPool for Bb8 {
     type Guard<'a> = bb8::PooledConnection<'a, Bb8Manager>;
@@ -305,7 +326,7 @@ impl AsyncPgPool for Bb8 {
 // --- cmap-blocking, with the synchronous `postgres` crate ---
 
 pub struct BlockingManager {
-    setup: PgSetup,
+    pub(crate) setup: PgSetup,
 }
 
 impl cmap_blocking::ManageConnection for BlockingManager {
@@ -317,7 +338,8 @@ impl cmap_blocking::ManageConnection for BlockingManager {
         let counters = &self.setup.counters;
         counters.started.fetch_add(1, Ordering::Relaxed);
         let start = Instant::now();
-        let connected = postgres::Config::from(config(self.setup.port)).connect(NoTls);
+        let connected =
+            postgres::Config::from(config(self.setup.port(), &self.setup.application_name)).connect(NoTls);
         counters.attempt(start, connected.is_ok());
         let client = connected?;
         counters.finished_now();
@@ -374,7 +396,7 @@ pub async fn connect_latency(port: u16, n: usize) -> Duration {
     let mut times = Vec::with_capacity(n);
     for _ in 0..n {
         let t = Instant::now();
-        match config(port).connect(NoTls).await {
+        match config(port, "bench-outage").connect(NoTls).await {
             Ok((client, connection)) => {
                 times.push(t.elapsed());
                 drop(client);
