@@ -9,13 +9,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use async_net::TcpStream;
-use cmap_async_std::ManageConnection;
-use cmap_core::{Address, EstablishErrorKind, ServiceId};
 use rustls::pki_types::ServerName;
 
 use crate::async_open::Net;
 use crate::connection::Connection;
-use crate::error::Error;
 use crate::manager::{AsyncIo, Manager};
 use crate::transport::AsyncIoStream;
 
@@ -39,14 +36,6 @@ pub type AsyncIoConnection = Connection<AsyncIoStream>;
 /// # }
 /// ```
 pub type AsyncIoManager = Manager<AsyncIo>;
-
-impl Manager<AsyncIo> {
-    /// Opens one connection: TCP, TLS, `hello`, authentication, each
-    /// bounded by what is left of `connectTimeoutMS`.
-    pub async fn open(&self) -> Result<AsyncIoConnection, Error> {
-        crate::async_open::open::<AsyncIo>(&self.settings).await
-    }
-}
 
 impl Net for AsyncIo {
     type Tcp = TcpStream;
@@ -84,38 +73,5 @@ impl Net for AsyncIo {
             None
         };
         futures_lite::future::or(work, timer).await
-    }
-}
-
-impl ManageConnection for Manager<AsyncIo> {
-    type Connection = AsyncIoConnection;
-    type Error = Error;
-    /// MongoDB connections carry no state between commands to undo.
-    const RESETS: bool = false;
-
-    fn connect(&self) -> impl Future<Output = Result<AsyncIoConnection, Error>> + Send {
-        self.open()
-    }
-
-    /// [`Error::establish_kind`].
-    fn classify(&self, error: &Error) -> EstablishErrorKind {
-        error.establish_kind()
-    }
-
-    /// As the tokio manager's check.
-    fn check(&self, conn: &mut AsyncIoConnection) -> impl Future<Output = Result<(), Error>> + Send {
-        self.settings.check(conn)
-    }
-
-    fn is_broken(&self, conn: &mut AsyncIoConnection) -> bool {
-        conn.is_broken()
-    }
-
-    fn address(&self) -> Option<Address> {
-        Some(Manager::address(self))
-    }
-
-    fn service_id(&self, conn: &AsyncIoConnection) -> Option<ServiceId> {
-        conn.service_id()
     }
 }

@@ -1,6 +1,7 @@
-//! Opening a connection on an async runtime, written once: resolve,
-//! connect, TLS, `hello`, authentication, each bounded by what is left of
-//! `connectTimeoutMS`. What differs between runtimes (their sockets, TLS
+//! The async managers, written once for every async runtime: opening a
+//! connection (resolve, connect, TLS, `hello`, authentication, each
+//! bounded by what is left of `connectTimeoutMS`) and the pool's
+//! `ManageConnection`. What differs between runtimes (their sockets, TLS
 //! streams and timers) is a [`Net`].
 
 use std::future::Future;
@@ -11,14 +12,20 @@ use std::time::{Duration, Instant};
 
 use rustls::pki_types::ServerName;
 
+use cmap_async::ManageConnection;
+use cmap_core::{Address, EstablishErrorKind, ServiceId};
+
 use crate::connection::Connection;
 use crate::error::{Error, Stage};
 use crate::handshake::hello;
+use crate::manager::{Manager, Runtime};
 use crate::settings::Settings;
 use crate::transport::Transport;
 
-/// A runtime's networking, as [`open`] needs it.
-pub(crate) trait Net {
+/// An async runtime's networking, as a [`Manager`] needs it: implemented
+/// for [`Tokio`](crate::Tokio) (feature `tokio`) and
+/// [`AsyncIo`](crate::AsyncIo) (feature `smol`). Sealed.
+pub trait Net: Runtime {
     /// A connected TCP socket.
     type Tcp: Send;
     /// What a connection runs on: the socket, or TLS over it.
@@ -44,8 +51,52 @@ pub(crate) trait Net {
     ) -> impl Future<Output = Option<T>> + Send;
 }
 
+impl<N: Net> Manager<N> {
+    /// Opens one connection: TCP, TLS, `hello`, authentication, each
+    /// bounded by what is left of `connectTimeoutMS`.
+    pub async fn open(&self) -> Result<Connection<N::Stream>, Error> {
+        open::<N>(&self.settings).await
+    }
+}
+
+impl<N: Net> ManageConnection for Manager<N> {
+    type Connection = Connection<N::Stream>;
+    type Error = Error;
+    /// MongoDB connections carry no state between commands to undo.
+    const RESETS: bool = false;
+
+    fn connect(&self) -> impl Future<Output = Result<Connection<N::Stream>, Error>> + Send {
+        self.open()
+    }
+
+    /// [`Error::establish_kind`].
+    fn classify(&self, error: &Error) -> EstablishErrorKind {
+        error.establish_kind()
+    }
+
+    /// A connection whose socket the server closed is refused without a
+    /// round trip; with
+    /// [`validate_idle_after`](Manager::validate_idle_after), one idle
+    /// that long is sent a `ping`.
+    fn check(&self, conn: &mut Connection<N::Stream>) -> impl Future<Output = Result<(), Error>> + Send {
+        self.settings.check(conn)
+    }
+
+    fn is_broken(&self, conn: &mut Connection<N::Stream>) -> bool {
+        conn.is_broken()
+    }
+
+    fn address(&self) -> Option<Address> {
+        Some(Manager::address(self))
+    }
+
+    fn service_id(&self, conn: &Connection<N::Stream>) -> Option<ServiceId> {
+        conn.service_id()
+    }
+}
+
 /// Opens one connection on the runtime `N`.
-pub(crate) async fn open<N: Net>(settings: &Settings) -> Result<Connection<N::Stream>, Error> {
+async fn open<N: Net>(settings: &Settings) -> Result<Connection<N::Stream>, Error> {
     let limit = settings.options.connect_timeout.map(|t| (Instant::now() + t, t));
     let tcp = bounded::<N, _>(limit, Stage::Connect, connect::<N>(settings)).await?;
     let stream = match &settings.tls {

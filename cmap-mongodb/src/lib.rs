@@ -87,6 +87,8 @@ mod wire;
 
 #[cfg(feature = "smol")]
 pub use async_io_manager::{AsyncIoConnection, AsyncIoManager};
+#[cfg(any(feature = "tokio", feature = "smol"))]
+pub use async_open::Net;
 pub use bson;
 pub use cmap_core::{Address, EstablishErrorKind};
 pub use connection::{Connection, ServerInfo};

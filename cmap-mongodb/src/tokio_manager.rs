@@ -6,14 +6,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use cmap_core::{Address, EstablishErrorKind, ServiceId};
-use cmap_tokio::ManageConnection;
 use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 
 use crate::async_open::Net;
 use crate::connection::Connection;
-use crate::error::Error;
 use crate::manager::{Manager, Tokio};
 use crate::transport::TokioStream;
 
@@ -37,14 +34,6 @@ pub type MongoConnection = Connection<TokioStream>;
 /// # }
 /// ```
 pub type MongoManager = Manager<Tokio>;
-
-impl Manager<Tokio> {
-    /// Opens one connection: TCP, TLS, `hello`, authentication, each
-    /// bounded by what is left of `connectTimeoutMS`.
-    pub async fn open(&self) -> Result<MongoConnection, Error> {
-        crate::async_open::open::<Tokio>(&self.settings).await
-    }
-}
 
 impl Net for Tokio {
     type Tcp = TcpStream;
@@ -77,41 +66,5 @@ impl Net for Tokio {
 
     async fn within<T: Send>(deadline: Instant, work: impl Future<Output = T> + Send) -> Option<T> {
         tokio::time::timeout_at(deadline.into(), work).await.ok()
-    }
-}
-
-impl ManageConnection for Manager<Tokio> {
-    type Connection = MongoConnection;
-    type Error = Error;
-    /// MongoDB connections carry no state between commands to undo.
-    const RESETS: bool = false;
-
-    fn connect(&self) -> impl Future<Output = Result<MongoConnection, Error>> + Send {
-        self.open()
-    }
-
-    /// [`Error::establish_kind`].
-    fn classify(&self, error: &Error) -> EstablishErrorKind {
-        error.establish_kind()
-    }
-
-    /// A connection whose socket the server closed is refused without a
-    /// round trip; with
-    /// [`validate_idle_after`](MongoManager::validate_idle_after), one idle
-    /// that long is sent a `ping`.
-    fn check(&self, conn: &mut MongoConnection) -> impl Future<Output = Result<(), Error>> + Send {
-        self.settings.check(conn)
-    }
-
-    fn is_broken(&self, conn: &mut MongoConnection) -> bool {
-        conn.is_broken()
-    }
-
-    fn address(&self) -> Option<Address> {
-        Some(Manager::address(self))
-    }
-
-    fn service_id(&self, conn: &MongoConnection) -> Option<ServiceId> {
-        conn.service_id()
     }
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use cmap_tokio::AdaptiveConnecting;
 
 use super::pg::{self, AsyncPgPool, BlockingManager, CmapManager, PgSetup};
-use super::{spike, Table, Unit, SPIKE_MAX};
+use super::{spike, Table, SPIKE_MAX};
 
 pub const TOKIO: &str = "cmap-tokio, adaptive";
 pub const BLOCKING: &str = "cmap-blocking, adaptive";
@@ -105,19 +105,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         let mut table = Table {
             title: "Spike, adaptive pace",
             what: "",
-            columns: vec![
-                ("connect (ms)", Unit::Ms),
-                ("p50 (ms)", Unit::Ms),
-                ("p99 (ms)", Unit::Ms),
-                ("paced model p50 (ms)", Unit::Ms),
-                ("paced model p99 (ms)", Unit::Ms),
-                ("wait p50 (ms)", Unit::Ms),
-                ("opened", Unit::Count),
-                ("failed", Unit::Count),
-                ("build to minPoolSize (ms)", Unit::Ms),
-                ("over target (ms)", Unit::Ms),
-                ("over paced target (ms)", Unit::Ms),
-            ],
+            columns: super::spike_columns(),
             rows: Vec::new(),
             targets: Vec::new(),
             samples: Vec::new(),

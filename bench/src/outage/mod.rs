@@ -734,6 +734,24 @@ fn paced_model(connect: f64, hold: f64) -> (f64, f64) {
     )
 }
 
+/// The columns of a spike's table, in the order [`spike`] gives its
+/// values.
+fn spike_columns() -> Vec<(&'static str, Unit)> {
+    vec![
+        ("connect (ms)", Unit::Ms),
+        ("p50 (ms)", Unit::Ms),
+        ("p99 (ms)", Unit::Ms),
+        ("paced model p50 (ms)", Unit::Ms),
+        ("paced model p99 (ms)", Unit::Ms),
+        ("wait p50 (ms)", Unit::Ms),
+        ("opened", Unit::Count),
+        ("failed", Unit::Count),
+        ("build to minPoolSize (ms)", Unit::Ms),
+        ("over target (ms)", Unit::Ms),
+        ("over paced target (ms)", Unit::Ms),
+    ]
+}
+
 fn spike(pool: &str, delay: Duration) -> Vec<Option<f64>> {
     let r = match pool {
         "cmap-tokio" => spike_async::<pg::CmapTokio>(delay),
@@ -887,19 +905,7 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
         samples: Vec::new(),
         sample_is: "the last failing `get()`'s error",
     };
-    let spike_columns = vec![
-        ("connect (ms)", Unit::Ms),
-        ("p50 (ms)", Unit::Ms),
-        ("p99 (ms)", Unit::Ms),
-        ("paced model p50 (ms)", Unit::Ms),
-        ("paced model p99 (ms)", Unit::Ms),
-        ("wait p50 (ms)", Unit::Ms),
-        ("opened", Unit::Count),
-        ("failed", Unit::Count),
-        ("build to minPoolSize (ms)", Unit::Ms),
-        ("over target (ms)", Unit::Ms),
-        ("over paced target (ms)", Unit::Ms),
-    ];
+    let spike_columns = spike_columns();
     let mut spikes: Vec<Table> = o
         .spike_delays
         .iter()
