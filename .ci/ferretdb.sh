@@ -32,6 +32,8 @@ ready() { curl -fsS -o /dev/null "http://127.0.0.1:$1/debug/readyz" 2>/dev/null;
 listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 build() {
+  # The machine's Go, where its installer puts it, if no profile put it on PATH.
+  command -v go >/dev/null || [ ! -x /usr/local/go/bin/go ] || export PATH="/usr/local/go/bin:$PATH"
   command -v go >/dev/null || die "Go is not installed (FerretDB is built with the machine's own Go)"
   local src
   say "building FerretDB $VERSION with $(go version | awk '{ print $3 }')"
