@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use cmap_mongodb::bson::doc;
 use cmap_mongodb::{Error, EstablishErrorKind, MongoManager, Stage};
 use cmap_testkit::mongo;
-use cmap_testkit::proxy::{Mode, Proxy};
+use cmap_testkit::proxy::Proxy;
 use cmap_tokio::Pool;
 
 fn ca_file() -> String {
@@ -119,19 +119,14 @@ async fn a_tls_handshake_cut_by_the_proxy_is_a_network_error() {
     let manager = MongoManager::new(&uri).unwrap();
     manager.open().await.expect("through the proxy, TLS verifies");
     // Each new connection waits 300 ms before the proxy connects it
-    // upstream, and every 50 ms the proxy cuts what it holds: the client's
-    // handshake meets the end of the stream.
-    proxy.set(Mode::Delay(Duration::from_millis(300)));
-    let cutter = async {
-        loop {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            tokio::task::block_in_place(|| proxy.cut());
-        }
-    };
-    let cut = tokio::select! {
-        cut = manager.open() => cut,
-        () = cutter => unreachable!(),
-    };
+    // upstream, and every 50 ms the proxy cuts what it holds.
+    let cut = proxy
+        .cutting_handshakes(
+            Duration::from_millis(300),
+            Duration::from_millis(50),
+            manager.open(),
+        )
+        .await;
     let cut = cut.unwrap_err();
     assert!(
         matches!(

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cmap_postgres::{PgError, PgManager};
-use cmap_testkit::proxy::{Mode, Proxy};
+use cmap_testkit::proxy::Proxy;
 use cmap_tokio::{EstablishErrorKind, ManageConnection, Pool};
 use common::server_tests_enabled;
 use rustls::pki_types::pem::PemObject;
@@ -123,19 +123,14 @@ async fn a_tls_handshake_cut_by_the_proxy_is_a_network_error() {
     let manager = PgManager::new(config("localhost", proxy.port()), connector(true));
     manager.connect().await.expect("through the proxy, TLS verifies");
     // Each new connection waits 300 ms before the proxy connects it
-    // upstream, and every 50 ms the proxy cuts what it holds: the client's
-    // handshake meets the end of the stream.
-    proxy.set(Mode::Delay(Duration::from_millis(300)));
-    let cutter = async {
-        loop {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            tokio::task::block_in_place(|| proxy.cut());
-        }
-    };
-    let cut = tokio::select! {
-        cut = manager.connect() => cut,
-        () = cutter => unreachable!(),
-    };
+    // upstream, and every 50 ms the proxy cuts what it holds.
+    let cut = proxy
+        .cutting_handshakes(
+            Duration::from_millis(300),
+            Duration::from_millis(50),
+            manager.connect(),
+        )
+        .await;
     let err = cut.expect_err("the handshake was cut");
     assert_eq!(manager.classify(&err), EstablishErrorKind::Network, "{err}");
 }

@@ -22,6 +22,7 @@
 //! the proxy stops when its handle is dropped or after `MAX_LIFETIME`,
 //! whichever comes first; dropping its runtime closes every socket.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -113,6 +114,30 @@ impl Proxy {
     /// the mode says); returns the instant it was done.
     pub fn cut(&self) -> Instant {
         self.send(Command::Cut)
+    }
+
+    /// Runs `work` while every new connection waits `delay` before it is
+    /// connected upstream and the proxy cuts what it holds every `every`:
+    /// a connection `work` opens meets the end of the stream in its
+    /// handshake, whenever it starts. Needs a multi-thread tokio runtime
+    /// (the cuts block in place).
+    pub async fn cutting_handshakes<T>(
+        &self,
+        delay: Duration,
+        every: Duration,
+        work: impl Future<Output = T>,
+    ) -> T {
+        self.set(Mode::Delay(delay));
+        let cutter = async {
+            loop {
+                tokio::time::sleep(every).await;
+                tokio::task::block_in_place(|| self.cut());
+            }
+        };
+        tokio::select! {
+            out = work => out,
+            () = cutter => unreachable!("the cutter never ends"),
+        }
     }
 
     fn send(&self, command: Command) -> Instant {
