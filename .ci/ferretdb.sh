@@ -5,8 +5,7 @@
 #   127.0.0.1:27017  authentication on (--test-enable-new-auth), with the
 #                    user `cmap`, password `cmap-secret`, in database
 #                    `test`: mongodb://cmap:cmap-secret@127.0.0.1:27017/test
-#                    (`hello` and `ping` also answer unauthenticated);
-#                    logs at DEBUG, so `getLog` shows each request
+#                    (`hello` and `ping` also answer unauthenticated)
 #   127.0.0.1:27018  no authentication: mongodb://127.0.0.1:27018/
 #   127.0.0.1:27019  the same server over TLS, with the certificate of
 #                    .ci/tls.sh for the name `localhost`:
@@ -81,7 +80,7 @@ if ready 28018 && ! listening 27019; then
 fi
 if ! ready 28017 || ! ready 28018; then
   [ -x "$BIN" ] && "$BIN" --version 2>/dev/null | grep -qx "version: $VERSION" || build
-  start 27017 28017 --test-enable-new-auth --log-level=DEBUG \
+  start 27017 28017 --test-enable-new-auth --log-level=INFO \
     --setup-database=test --setup-username=cmap --setup-password=cmap-secret
   start 27018 28018 --log-level=INFO --listen-tls=127.0.0.1:27019 \
     --listen-tls-cert-file="$tls_dir/server.pem" --listen-tls-key-file="$tls_dir/server.key"

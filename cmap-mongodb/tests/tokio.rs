@@ -92,25 +92,20 @@ async fn the_server_sees_the_handshakes_metadata() {
     if !mongo::server_tests_enabled("the_server_sees_the_handshakes_metadata") {
         return;
     }
-    // The authenticating server logs every request at DEBUG; getLog shows
-    // them.
+    // A server of the test's own logs every request it receives, as JSON
+    // at DEBUG. It has no user: authentication fails after the hello,
+    // which is what is looked at.
+    let server = OwnFerretDb::start_logging_requests("metadata");
     let app = unique("app");
-    let uri = format!("{}?appName={app}", mongo::AUTH_URI);
-    let pool = pool(&uri);
-    let mut conn = pool.get().await.unwrap();
-    let log = conn
-        .run_command("admin", &doc! { "getLog": "global" })
-        .await
-        .unwrap();
-    let lines: Vec<&str> = log
-        .get_array("log")
-        .unwrap()
-        .iter()
-        .filter_map(|l| l.as_str())
-        .filter(|l| l.contains(&app))
-        .collect();
-    let hello = lines
-        .first()
+    let uri = format!(
+        "mongodb://cmap:cmap-secret@127.0.0.1:{}/test?appName={app}",
+        server.port()
+    );
+    let _ = MongoManager::new(&uri).unwrap().open().await;
+    let log = server.log();
+    let hello = log
+        .lines()
+        .find(|l| l.contains(&app))
         .unwrap_or_else(|| panic!("no request with {app} in the server's log"));
     for expected in [
         r#"\"isMaster\": 1"#,

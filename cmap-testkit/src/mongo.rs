@@ -43,6 +43,7 @@ pub struct OwnFerretDb {
     dir: std::path::PathBuf,
     port: u16,
     metrics_port: u16,
+    log_args: Vec<&'static str>,
     child: Option<std::process::Child>,
 }
 
@@ -53,6 +54,20 @@ impl OwnFerretDb {
     ///
     /// If the binary is missing or the server does not start in 30 s.
     pub fn start(name: &str) -> OwnFerretDb {
+        OwnFerretDb::start_with(name, &["--log-level=WARN"])
+    }
+
+    /// [`start`](Self::start), logging every request it receives (JSON
+    /// records at DEBUG, one a line): [`log`](Self::log) shows them.
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](Self::start).
+    pub fn start_logging_requests(name: &str) -> OwnFerretDb {
+        OwnFerretDb::start_with(name, &["--log-level=DEBUG", "--log-format=json"])
+    }
+
+    fn start_with(name: &str, log_args: &[&'static str]) -> OwnFerretDb {
         let binary = std::env::var_os("CMAP_FERRETDB_BIN").map_or_else(
             || {
                 let home = std::env::var_os("HOME").unwrap_or_default();
@@ -73,6 +88,7 @@ impl OwnFerretDb {
             dir,
             port: free_port(),
             metrics_port: free_port(),
+            log_args: log_args.to_vec(),
             child: None,
         };
         server.restart();
@@ -108,7 +124,7 @@ impl OwnFerretDb {
             .arg(format!("--listen-addr=127.0.0.1:{}", self.port))
             .arg(format!("--debug-addr=127.0.0.1:{}", self.metrics_port))
             .arg("--telemetry=disable")
-            .arg("--log-level=WARN")
+            .args(&self.log_args)
             .stdin(std::process::Stdio::null())
             .stdout(log.try_clone().expect("a log file"))
             .stderr(log)
@@ -125,6 +141,11 @@ impl OwnFerretDb {
             );
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
+    }
+
+    /// What the server has logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("ferretdb.log")).unwrap_or_default()
     }
 
     /// Client connections the server holds open now: accepted minus
