@@ -132,7 +132,9 @@ impl OwnFerretDb {
             .expect("FerretDB starts");
         self.child = Some(child);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+        // Both the server and its metrics endpoint, which starts apart.
+        let up = |port: u16| std::net::TcpStream::connect(("127.0.0.1", port)).is_ok();
+        while !(up(self.port) && up(self.metrics_port)) {
             assert!(
                 std::time::Instant::now() < deadline,
                 "FerretDB did not answer on port {} (log: {})",
