@@ -83,6 +83,7 @@ impl OwnFerretDb {
         let dir = std::env::temp_dir().join(format!("cmap-own-ferretdb-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("a data folder");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         let mut server = OwnFerretDb {
             binary,
             dir,
@@ -92,6 +93,14 @@ impl OwnFerretDb {
             child: None,
         };
         server.restart();
+        // The probe connection finished: counts start from zero.
+        while server.open_connections() != 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "FerretDB still counts its probe connection open"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
         server
     }
 
@@ -132,16 +141,18 @@ impl OwnFerretDb {
             .expect("FerretDB starts");
         self.child = Some(child);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        // Both the server and its metrics endpoint, which starts apart.
-        let up = |port: u16| std::net::TcpStream::connect(("127.0.0.1", port)).is_ok();
-        while !(up(self.port) && up(self.metrics_port)) {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "FerretDB did not answer on port {} (log: {})",
-                self.port,
-                self.dir.join("ferretdb.log").display()
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
+        // The server, then its metrics endpoint, which starts apart: one
+        // probe of the server that succeeds, so that tests counting its
+        // connections see one at most, and only until it is finished.
+        for port in [self.port, self.metrics_port] {
+            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "FerretDB did not answer on port {port} (log: {})",
+                    self.dir.join("ferretdb.log").display()
+                );
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
         }
     }
 
@@ -151,9 +162,11 @@ impl OwnFerretDb {
     }
 
     /// Client connections the server holds open now: accepted minus
-    /// finished, from its Prometheus metrics.
+    /// finished, from its Prometheus metrics (failed accepts, counted
+    /// apart, never finish).
     pub fn open_connections(&self) -> i64 {
-        self.metric("ferretdb_client_accepts_total") - self.metric("ferretdb_client_duration_seconds_count")
+        self.metric("ferretdb_client_accepts_total{error=\"0\"")
+            - self.metric("ferretdb_client_duration_seconds_count")
     }
 
     /// How many `command` requests the server has received (`ping`,
