@@ -282,8 +282,6 @@ impl<C> Inner<C> {
                 }
                 Action::Close { connection, .. } => deferred.rare().close.push(connection),
                 Action::Interrupt { id } => interrupted.push(id),
-                // An action this adapter does not know yet: nothing to do.
-                _ => {}
             }
         }
     }

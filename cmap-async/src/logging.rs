@@ -191,8 +191,6 @@ pub(crate) fn log_event(event: &Event) {
                 "Connection pool resized"
             );
         }
-        // Events added to the core later are not logged until mapped here.
-        _ => {}
     }
 }
 

@@ -16,8 +16,11 @@ pub enum Output<C> {
 
 /// An instruction to the driver. Each must be carried out; none is urgent
 /// enough to be done under the pool's lock.
+///
+/// Not `#[non_exhaustive]`, on purpose: a driver must perform every action,
+/// so a new one is a breaking change that should stop every driver's match
+/// from compiling rather than be dropped by a wildcard arm.
 #[derive(Debug)]
-#[non_exhaustive]
 pub enum Action<C> {
     /// Establish connection `id` (connect, handshake, authenticate) and
     /// report with `handle_established` or `handle_establish_failed`.

@@ -390,7 +390,6 @@ impl Sim {
             }
             Action::Close { id, reason, .. } => self.note(|| format!("close {id} ({})", reason.as_str())),
             Action::Interrupt { id } => self.note(|| format!("interrupt {id}")),
-            other => return Err(format!("unexpected action {other:?}")),
         }
         Ok(())
     }
