@@ -6,10 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cmap_core::{
-    AdaptiveConnecting, Address, ConnectionString, Event, OptionsError, PoolOptions, PoolOptionsBuilder,
-    Reconnect,
-};
+use cmap_core::{Address, ConnectionString, Event, OptionsError, PoolOptions, PoolOptionsBuilder, Reconnect};
 
 use crate::error::BuildError;
 use crate::events::EventHub;
@@ -204,79 +201,10 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
         }
     }
 
-    /// The server's address, for events and logs (`serverHost`,
-    /// `serverPort`): an [`Address`], `"host:port"`, or a [`SocketAddr`].
-    /// Needed only when the manager does not know it
-    /// ([`ManageConnection::address`]);
-    /// given, it overrides the manager's. The manager decides where it
-    /// really connects.
-    pub fn address(mut self, address: impl ToAddress) -> Self {
-        self.address = Some(address.to_address());
-        self
-    }
+    crate::__pool_builder_setters!(own);
 
-    /// Whole options, used as they are: the settings below and the
-    /// defaults of this builder no longer apply to options.
-    pub fn options(mut self, options: PoolOptions) -> Self {
-        self.given = Some(options);
-        self
-    }
-
-    /// Sets any option through the core's builder, starting from this
-    /// builder's defaults.
-    ///
-    /// ```
-    /// # use cmap_async::{ManageConnection, PoolBuilder, Runtime};
-    /// # use std::time::Duration;
-    /// # fn f<M: ManageConnection, R: Runtime>(b: PoolBuilder<M, R>) -> PoolBuilder<M, R> {
-    /// b.configure(|o| o.max_lifetime(Duration::from_secs(3600), 0.1).maintenance_interval(None))
-    /// # }
-    /// ```
-    pub fn configure(mut self, f: impl FnOnce(PoolOptionsBuilder) -> PoolOptionsBuilder) -> Self {
-        self.options = f(self.options);
-        self
-    }
-
-    /// Takes the pool options (`maxPoolSize`, `minPoolSize`,
-    /// `maxConnecting`, `maxIdleTimeMS`, `waitQueueTimeoutMS`, names
-    /// case-insensitive) from a MongoDB connection string, as
-    /// [`ConnectionString::parse`] reads it, on top of this builder's
-    /// defaults (so its wait-queue timeout stays 30 s unless the string
-    /// sets `waitQueueTimeoutMS`).
-    ///
-    /// Fails [`build`](Self::build) with [`BuildError::Options`]: a string
-    /// that is not a well-formed `mongodb://` or `mongodb+srv://` URI
-    /// (`"db:27017"`, a `postgres://` URL, a password whose `@ : / ? %`
-    /// are not percent-encoded), and a bad value (`maxPoolSize=-1`, or a
-    /// number over the option's limit). The driver options the pool does
-    /// not use (`appName`, `tls`, ...) are left alone; any other option is
-    /// logged as a `tracing` warning naming the known option nearest to it
-    /// (`maxPoolSizee` ... did you mean maxPoolSize?) and ignored:
-    /// [`connection_string_strict`](Self::connection_string_strict) makes
-    /// it an error. Neither the string nor any part of its password is
-    /// ever logged or put in an error.
-    ///
-    /// A string that names one host gives the pool its address, unless
-    /// [`address`](Self::address) gives one (before or after); with
-    /// several hosts (a pool serves one server) or `mongodb+srv://`, the
-    /// address comes from [`address`](Self::address) or the manager.
-    ///
-    /// ```
-    /// # use cmap_async::{ManageConnection, PoolBuilder, Runtime};
-    /// # fn f<M: ManageConnection, R: Runtime>(b: PoolBuilder<M, R>) -> PoolBuilder<M, R> {
-    /// b.address("db:27017").connection_string("mongodb://db/?maxPoolSize=10&waitQueueTimeoutMS=500")
-    /// # }
-    /// ```
-    pub fn connection_string(self, uri: &str) -> Self {
-        self.read_connection_string(uri, false)
-    }
-
-    /// [`connection_string`](Self::connection_string), with an unknown
-    /// option an error ([`OptionsError::Unknown`]) rather than a warning.
-    pub fn connection_string_strict(self, uri: &str) -> Self {
-        self.read_connection_string(uri, true)
-    }
-
+    /// Reads a connection string's options into this builder (see
+    /// [`connection_string`](Self::connection_string)).
     fn read_connection_string(mut self, uri: &str, strict: bool) -> Self {
         let result = ConnectionString::parse(uri)
             .map_err(OptionsError::from)
@@ -298,160 +226,6 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
         if let Err(e) = result {
             self.option_error.get_or_insert(e);
         }
-        self
-    }
-
-    /// `maxPoolSize`: the most connections (0: no limit).
-    pub fn max_pool_size(self, value: u32) -> Self {
-        self.configure(|o| o.max_pool_size(value))
-    }
-
-    /// `minPoolSize`: connections kept open while the pool is ready.
-    pub fn min_pool_size(self, value: u32) -> Self {
-        self.configure(|o| o.min_pool_size(value))
-    }
-
-    /// `maxConnecting`: connections established at once.
-    pub fn max_connecting(self, value: u32) -> Self {
-        self.configure(|o| o.max_connecting(value))
-    }
-
-    /// An adaptive establishment pace instead of the fixed `maxConnecting`
-    /// (`None`, the default): from `min` connections established at once,
-    /// growing while connects succeed at their usual latency, back to
-    /// `min` when one is refused with a backpressure label or slows down
-    /// (see [`PoolOptionsBuilder::adaptive_connecting`]).
-    pub fn adaptive_connecting(self, value: impl Into<Option<AdaptiveConnecting>>) -> Self {
-        let value = value.into();
-        self.configure(|o| o.adaptive_connecting(value))
-    }
-
-    /// `maxIdleTimeMS`: how long a connection may stay unused (`None`: no
-    /// limit).
-    pub fn max_idle_time(self, value: impl Into<Option<Duration>>) -> Self {
-        let value = value.into();
-        self.configure(|o| o.max_idle_time(value))
-    }
-
-    /// `waitQueueTimeoutMS`: how long `get()` waits, 30 s unless set
-    /// (`None`: no limit; `Duration::ZERO`: no wait, only an available
-    /// connection).
-    pub fn wait_queue_timeout(self, value: impl Into<Option<Duration>>) -> Self {
-        let value = value.into();
-        self.configure(|o| o.wait_queue_timeout(value))
-    }
-
-    /// The reconnect backoff after establishment failures (`None`: a
-    /// cleared pool stays paused until [`Pool::ready`]).
-    pub fn reconnect(self, value: Option<Reconnect>) -> Self {
-        self.configure(|o| o.reconnect(value))
-    }
-
-    /// The longest `connect` may take (`None`: no limit); past it the
-    /// establishment fails with [`ConnectTimeoutError`](crate::ConnectTimeoutError),
-    /// a network timeout (labelled `SystemOverloadedError`).
-    pub fn connect_timeout(mut self, value: impl Into<Option<Duration>>) -> Self {
-        self.connect_timeout = value.into();
-        self
-    }
-
-    /// The longest [`reset`](crate::ManageConnection::reset) may take
-    /// (`None`: no limit); past it the connection is closed (reason
-    /// `error`) instead of pooled again.
-    pub fn reset_timeout(mut self, value: impl Into<Option<Duration>>) -> Self {
-        self.reset_timeout = value.into();
-        self
-    }
-
-    /// Leak detection (HikariCP's `leakDetectionThreshold`; off by
-    /// default, and `None` or zero turns it off): a guard held longer than
-    /// `value` is reported once, by a WARN message of target
-    /// [`LOG_TARGET`](crate::LOG_TARGET) naming the connection, how long it
-    /// has been held and where its `get()` was called, and counted in
-    /// [`Stats::leaks_detected`](crate::Stats::leaks_detected); when it
-    /// comes back, an INFO message says after how long.
-    ///
-    /// Off, it costs nothing per checkout. On, a checkout and its return
-    /// each write one entry of a registry under its own lock, and one task
-    /// per pool wakes at most once per threshold to look at it.
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use cmap_async::{ManageConnection, PoolBuilder, Runtime};
-    /// # fn configure<M: ManageConnection, R: Runtime>(b: PoolBuilder<M, R>) -> PoolBuilder<M, R> {
-    /// b.leak_detection_threshold(Duration::from_secs(30))
-    /// # }
-    /// ```
-    pub fn leak_detection_threshold(mut self, value: impl Into<Option<Duration>>) -> Self {
-        self.leak_detection_threshold = value.into();
-        self
-    }
-
-    /// Exports the pool's metrics through the [`metrics`] facade (feature
-    /// `metrics`; off by default): gauges of its connections and wait
-    /// queue, counters of connections opened and closed and of checkouts
-    /// and their failures, histograms of wait, use and connect times, all
-    /// labelled with the pool's `address` and named `cmap_*` (the list is
-    /// in the guide, section 7). Their handles come from the recorder
-    /// current when [`build`](Self::build) runs: install the exporter's
-    /// recorder first (or build inside `metrics::with_local_recorder`).
-    ///
-    /// It is one more event subscriber (the core builds events, and each
-    /// is counted and then read the pool's status for the gauges); off,
-    /// nothing of it exists.
-    ///
-    /// ```
-    /// # use cmap_async::{ManageConnection, PoolBuilder, Runtime};
-    /// # fn configure<M: ManageConnection, R: Runtime>(b: PoolBuilder<M, R>) -> PoolBuilder<M, R> {
-    /// // metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder()?; first
-    /// b.metrics(true)
-    /// # }
-    /// ```
-    #[cfg(feature = "metrics")]
-    pub fn metrics(mut self, value: bool) -> Self {
-        self.metrics = value;
-        self
-    }
-
-    /// Keeps a flight recorder: the last `capacity` inputs of the pool's
-    /// core and the outputs they caused (at least half as many), which
-    /// [`Pool::recording`] returns and `spec-runner replay` re-executes
-    /// exactly. 0 (the default): off. An entry takes 64 bytes (a check-in 112 more);
-    /// the cost per checkout is in docs/benchmarks.md.
-    ///
-    /// ```
-    /// # use cmap_async::{ManageConnection, PoolBuilder, Runtime};
-    /// # fn f<M: ManageConnection, R: Runtime>(b: PoolBuilder<M, R>) -> PoolBuilder<M, R> {
-    /// b.flight_recorder(100_000).flight_recorder_dir("/var/tmp")
-    /// # }
-    /// ```
-    #[cfg(feature = "recorder")]
-    pub fn flight_recorder(mut self, capacity: usize) -> Self {
-        self.flight.0 = capacity;
-        self
-    }
-
-    /// Where the flight recorder writes its recording when the pool finds
-    /// its own state inconsistent (checked each time the recorder starts
-    /// a new segment), as `cmap-<address>-<unix ms>.jsonl`. Unset, the
-    /// incident is only logged at ERROR, and [`Pool::recording`] holds it.
-    #[cfg(feature = "recorder")]
-    pub fn flight_recorder_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
-        self.flight.1 = Some(dir.into());
-        self
-    }
-
-    /// Leaves the pool paused once built, as the spec creates it, for a
-    /// topology monitor to mark it ready with [`Pool::ready`].
-    pub fn start_paused(mut self, value: bool) -> Self {
-        self.start_paused = value;
-        self
-    }
-
-    /// Subscribes a callback before the pool exists, so it sees the
-    /// `ConnectionPoolCreated` and `ConnectionPoolReady` events too.
-    pub fn on_event(mut self, callback: impl Fn(&Event) + Send + Sync + 'static) -> Self {
-        self.callbacks.push(Arc::new(callback));
         self
     }
 

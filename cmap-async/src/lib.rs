@@ -97,6 +97,7 @@ mod panics;
 mod pool;
 mod readiness;
 mod runtime;
+mod setters;
 mod shared;
 mod spare_slots;
 mod timer;

@@ -3,9 +3,7 @@
 
 use std::time::Duration;
 
-use cmap_async::{
-    AdaptiveConnecting, BuildError, Event, PoolOptions, PoolOptionsBuilder, Reconnect, ToAddress,
-};
+use cmap_async::BuildError;
 
 use crate::fork;
 use crate::manager::{ManageConnection, SyncManager};
@@ -13,7 +11,8 @@ use crate::pool::Pool;
 use crate::runtime::ThreadRuntime;
 
 /// Builds a [`Pool`], with the defaults and settings of
-/// [`cmap_async::PoolBuilder`] (each method here is the one there).
+/// [`cmap_async::PoolBuilder`]: its setters are generated from the same
+/// list, so each has the same name, signature and documentation here.
 ///
 /// ```
 /// # use std::time::Duration;
@@ -54,130 +53,7 @@ impl<M: ManageConnection> PoolBuilder<M> {
         PoolBuilder { inner: f(self.inner) }
     }
 
-    /// The server's address, for events and logs: an
-    /// [`Address`](crate::Address), `"host:port"`, or a socket address.
-    /// Needed only when the manager does not know it
-    /// ([`ManageConnection::address`](crate::ManageConnection::address));
-    /// given, it overrides the manager's.
-    pub fn address(self, address: impl ToAddress) -> Self {
-        self.map(|b| b.address(address))
-    }
-
-    /// Whole options, used as they are.
-    pub fn options(self, options: PoolOptions) -> Self {
-        self.map(|b| b.options(options))
-    }
-
-    /// Sets any option through the core's builder.
-    pub fn configure(self, f: impl FnOnce(PoolOptionsBuilder) -> PoolOptionsBuilder) -> Self {
-        self.map(|b| b.configure(f))
-    }
-
-    /// Takes the pool options from a MongoDB connection string, failing
-    /// `build` on one that is malformed and warning about unknown options
-    /// ([`cmap_async::PoolBuilder::connection_string`]).
-    pub fn connection_string(self, uri: &str) -> Self {
-        self.map(|b| b.connection_string(uri))
-    }
-
-    /// [`connection_string`](Self::connection_string), with an unknown
-    /// option an error rather than a warning
-    /// ([`cmap_async::PoolBuilder::connection_string_strict`]).
-    pub fn connection_string_strict(self, uri: &str) -> Self {
-        self.map(|b| b.connection_string_strict(uri))
-    }
-
-    /// `maxPoolSize`: the most connections (0: no limit).
-    pub fn max_pool_size(self, value: u32) -> Self {
-        self.map(|b| b.max_pool_size(value))
-    }
-
-    /// `minPoolSize`: connections kept open while the pool is ready.
-    pub fn min_pool_size(self, value: u32) -> Self {
-        self.map(|b| b.min_pool_size(value))
-    }
-
-    /// `maxConnecting`: connections established at once.
-    pub fn max_connecting(self, value: u32) -> Self {
-        self.map(|b| b.max_connecting(value))
-    }
-
-    /// An adaptive establishment pace instead of the fixed `maxConnecting`
-    /// (`None`, the default): see
-    /// [`PoolOptionsBuilder::adaptive_connecting`](crate::PoolOptionsBuilder::adaptive_connecting).
-    pub fn adaptive_connecting(self, value: impl Into<Option<AdaptiveConnecting>>) -> Self {
-        let value = value.into();
-        self.map(|b| b.adaptive_connecting(value))
-    }
-
-    /// `maxIdleTimeMS`: how long a connection may stay unused.
-    pub fn max_idle_time(self, value: Duration) -> Self {
-        self.map(|b| b.max_idle_time(value))
-    }
-
-    /// `waitQueueTimeoutMS`: how long `get()` blocks.
-    pub fn wait_queue_timeout(self, value: Duration) -> Self {
-        self.map(|b| b.wait_queue_timeout(value))
-    }
-
-    /// The reconnect backoff after establishment failures.
-    pub fn reconnect(self, value: Option<Reconnect>) -> Self {
-        self.map(|b| b.reconnect(value))
-    }
-
-    /// The longest `connect` may take (`None`: no limit); past it the
-    /// checkout fails with [`ConnectTimeoutError`](crate::ConnectTimeoutError).
-    pub fn connect_timeout(self, value: Option<Duration>) -> Self {
-        self.map(|b| b.connect_timeout(value))
-    }
-
-    /// The longest `reset` may take (`None`: no limit); past it the
-    /// connection is closed instead of pooled again.
-    pub fn reset_timeout(self, value: Option<Duration>) -> Self {
-        self.map(|b| b.reset_timeout(value))
-    }
-
-    /// Leak detection (off by default; `None` or zero turns it off): a
-    /// guard held longer than `value` is reported once at WARN with the
-    /// place its `get()` was called, and noted at INFO when it comes back.
-    /// See [`cmap_async::PoolBuilder::leak_detection_threshold`].
-    pub fn leak_detection_threshold(self, value: impl Into<Option<Duration>>) -> Self {
-        let value = value.into();
-        self.map(|b| b.leak_detection_threshold(value))
-    }
-
-    /// Exports the pool's metrics through the `metrics` facade (feature
-    /// `metrics`): see [`cmap_async::PoolBuilder::metrics`].
-    #[cfg(feature = "metrics")]
-    pub fn metrics(self, value: bool) -> Self {
-        self.map(|b| b.metrics(value))
-    }
-
-    /// Keeps a flight recorder of the last `capacity` inputs and outputs of
-    /// the pool's core: see [`cmap_async::PoolBuilder::flight_recorder`].
-    #[cfg(feature = "recorder")]
-    pub fn flight_recorder(self, capacity: usize) -> Self {
-        self.map(|b| b.flight_recorder(capacity))
-    }
-
-    /// Where an incident's recording is written: see
-    /// [`cmap_async::PoolBuilder::flight_recorder_dir`].
-    #[cfg(feature = "recorder")]
-    pub fn flight_recorder_dir(self, dir: impl Into<std::path::PathBuf>) -> Self {
-        let dir = dir.into();
-        self.map(|b| b.flight_recorder_dir(dir))
-    }
-
-    /// Leaves the pool paused once built, for a monitor to mark it ready.
-    pub fn start_paused(self, value: bool) -> Self {
-        self.map(|b| b.start_paused(value))
-    }
-
-    /// Subscribes a callback before the pool exists, so it sees the
-    /// `ConnectionPoolCreated` and `ConnectionPoolReady` events too.
-    pub fn on_event(self, callback: impl Fn(&Event) + Send + Sync + 'static) -> Self {
-        self.map(|b| b.on_event(callback))
-    }
+    cmap_async::__pool_builder_setters!(forward);
 
     /// Builds the pool and starts its background thread.
     ///

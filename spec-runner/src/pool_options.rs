@@ -1,7 +1,8 @@
 //! A test's `poolOptions` turned into the core's [`PoolOptions`].
 //!
-//! The spec options go through the core's own by-name setter, so the runner
-//! checks the same parsing and validation a connection string gets.
+//! The spec options go through the core's own by-name setter, the list a
+//! connection string goes through too, so the runner checks the same names,
+//! parsing and validation.
 
 use std::time::Duration;
 
@@ -15,11 +16,6 @@ pub fn build(entries: &[(String, Value)]) -> Result<PoolOptions, String> {
     let mut builder = PoolOptions::builder();
     for (name, value) in entries {
         match name.as_str() {
-            "maxPoolSize" | "minPoolSize" | "maxIdleTimeMS" | "maxConnecting" | "waitQueueTimeoutMS" => {
-                builder
-                    .set(name, &value.to_string())
-                    .map_err(|e| format!("poolOptions: {e}"))?;
-            }
             // Spec (test format): negative never runs, positive is the pause
             // between runs, 0 is not allowed.
             "backgroundThreadIntervalMS" => {
@@ -32,7 +28,15 @@ pub fn build(entries: &[(String, Value)]) -> Result<PoolOptions, String> {
             }
             // Only aims the failPoint at this client (see `endpoint.rs`).
             "appName" => {}
-            other => return Err(format!("poolOptions: unsupported option {other:?}")),
+            // Every pool option, through the list a connection string uses.
+            other => {
+                let known = builder
+                    .set(other, &value.to_string())
+                    .map_err(|e| format!("poolOptions: {e}"))?;
+                if !known {
+                    return Err(format!("poolOptions: unsupported option {other:?}"));
+                }
+            }
         }
     }
     builder.build().map_err(|e| format!("poolOptions: {e}"))

@@ -1,0 +1,288 @@
+//! Every setter of a pool builder, written once.
+//!
+//! [`PoolBuilder`](crate::PoolBuilder) expands the list with its own bodies;
+//! an adapter whose builder wraps it (cmap-blocking's) expands the same
+//! list as forwarders, so that every adapter offers each option under one
+//! name, one signature and one doc comment. Doc links are `crate::` paths
+//! that both crates export.
+
+/// Expands every builder setter, in one of two modes:
+///
+/// - `own`: the body written beside each setter, on cmap-async's
+///   [`PoolBuilder`](crate::PoolBuilder) (its private fields);
+/// - `forward`: `self.map(|b| b.setter(value))`, for a builder that holds a
+///   cmap-async `PoolBuilder` and has a `map` method applying a function to
+///   it.
+///
+/// Not for use outside the workspace's adapters: its shape may change.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __pool_builder_setters {
+    // `self` passes as an identifier: hygiene keeps the body's `self` from
+    // naming a parameter written by another expansion.
+    (@emit own $(#[$attr:meta])* $name:ident($self:ident, $value:ident: $ty:ty) $body:block) => {
+        $(#[$attr])*
+        pub fn $name(mut $self, $value: $ty) -> Self {
+            $body
+            $self
+        }
+    };
+    (@emit forward $(#[$attr:meta])* $name:ident($self:ident, $value:ident: $ty:ty) $body:block) => {
+        $(#[$attr])*
+        pub fn $name($self, $value: $ty) -> Self {
+            $self.map(move |b| b.$name($value))
+        }
+    };
+    ($mode:ident) => {
+        $crate::__pool_builder_setters! { @emit $mode
+            /// The server's address, for events and logs (`serverHost`,
+            /// `serverPort`): an [`Address`](crate::Address),
+            /// `"host:port"`, or a socket address. Needed only when the
+            /// manager does not know it
+            /// ([`ManageConnection::address`](crate::ManageConnection::address));
+            /// given, it overrides the manager's. The manager decides where
+            /// it really connects.
+            address(self, address: impl $crate::ToAddress) {
+                self.address = Some($crate::ToAddress::to_address(address));
+            }
+        }
+        $crate::__pool_builder_setters! { @emit $mode
+            /// Whole options, used as they are: the settings below and the
+            /// defaults of this builder no longer apply to options.
+            options(self, options: $crate::PoolOptions) {
+                self.given = Some(options);
+            }
+        }
+        $crate::__pool_builder_setters! { @emit $mode
+            /// Sets any option through the core's builder, starting from
+            /// this builder's defaults.
+            ///
+            /// ```
+            /// # use cmap_async::{ManageConnection, PoolBuilder, Runtime};
+            /// # use std::time::Duration;
+            /// # fn f<M: ManageConnection, R: Runtime>(b: PoolBuilder<M, R>) -> PoolBuilder<M, R> {
+            /// b.configure(|o| o.max_lifetime(Duration::from_secs(3600), 0.1).maintenance_interval(None))
+            /// # }
+            /// ```
+            configure(self, f: impl FnOnce($crate::PoolOptionsBuilder) -> $crate::PoolOptionsBuilder) {
+                self.options = f(self.options);
+            }
+        }
+        $crate::__pool_builder_setters! { @emit $mode
+            /// Takes the pool options (`maxPoolSize`, `minPoolSize`,
+            /// `maxConnecting`, `maxIdleTimeMS`, `waitQueueTimeoutMS`, names
+            /// case-insensitive) from a MongoDB connection string, as
+            /// [`ConnectionString::parse`](crate::ConnectionString::parse)
+            /// reads it, on top of this builder's defaults (so its
+            /// wait-queue timeout stays 30 s unless the string sets
+            /// `waitQueueTimeoutMS`).
+            ///
+            /// Fails [`build`](Self::build) with
+            /// [`BuildError::Options`](crate::BuildError::Options): a string
+            /// that is not a well-formed `mongodb://` or `mongodb+srv://` URI
+            /// (`"db:27017"`, a `postgres://` URL, a password whose
+            /// `@ : / ? %` are not percent-encoded), and a bad value
+            /// (`maxPoolSize=-1`, or a number over the option's limit). The
+            /// driver options the pool does not use (`appName`, `tls`, ...)
+            /// are left alone; any other option is logged as a `tracing`
+            /// warning naming the known option nearest to it
+            /// (`maxPoolSizee` ... did you mean maxPoolSize?) and ignored:
+            /// [`connection_string_strict`](Self::connection_string_strict)
+            /// makes it an error. Neither the string nor any part of its
+            /// password is ever logged or put in an error.
+            ///
+            /// A string that names one host gives the pool its address,
+            /// unless [`address`](Self::address) gives one (before or
+            /// after); with several hosts (a pool serves one server) or
+            /// `mongodb+srv://`, the address comes from
+            /// [`address`](Self::address) or the manager.
+            ///
+            /// ```
+            /// # use cmap_async::{ManageConnection, PoolBuilder, Runtime};
+            /// # fn f<M: ManageConnection, R: Runtime>(b: PoolBuilder<M, R>) -> PoolBuilder<M, R> {
+            /// b.address("db:27017").connection_string("mongodb://db/?maxPoolSize=10&waitQueueTimeoutMS=500")
+            /// # }
+            /// ```
+            connection_string(self, uri: &str) {
+                self = self.read_connection_string(uri, false);
+            }
+        }
+        $crate::__pool_builder_setters! { @emit $mode
+            /// [`connection_string`](Self::connection_string), with an
+            /// unknown option an error
+            /// ([`OptionsError::Unknown`](crate::OptionsError::Unknown))
+            /// rather than a warning.
+            connection_string_strict(self, uri: &str) {
+                self = self.read_connection_string(uri, true);
+            }
+        }
+        $crate::__pool_builder_setters! { @emit $mode
+            /// `maxPoolSize`: the most connections (0: no limit).
+            max_pool_size(self, value: u32) {
+                self.options = self.options.max_pool_size(value);
+            }
+        }
+        $crate::__pool_builder_setters! { @emit $mode
+            /// `minPoolSize`: connections kept open while the pool is ready.
+            min_pool_size(self, value: u32) {
+                self.options = self.options.min_pool_size(value);
+            }
+        }
+        $crate::__pool_builder_setters! { @emit $mode
+            /// `maxConnecting`: connections established at once.
+            max_connecting(self, value: u32) {
+                self.options = self.options.max_connecting(value);
+            }
+        }
+        $crate::__pool_builder_setters! { @emit $mode
+            /// An adaptive establishment pace instead of the fixed
+            /// `maxConnecting` (`None`, the default): from `min` connections
+            /// established at once, growing while connects succeed at their
+            /// usual latency, back to `min` when one is refused with a
+            /// backpressure label or slows down (see
+            /// [`PoolOptionsBuilder::adaptive_connecting`](crate::PoolOptionsBuilder::adaptive_connecting)).
+            adaptive_connecting(self, value: impl Into<Option<$crate::AdaptiveConnecting>>) {
+                self.options = self.options.adaptive_connecting(value.into());
+            }
+        }
+        $crate::__pool_builder_setters! { @emit $mode
+            /// `maxIdleTimeMS`: how long a connection may stay unused
+            /// (`None`: no limit).
+            max_idle_time(self, value: impl Into<Option<::std::time::Duration>>) {
+                self.options = self.options.max_idle_time(value.into());
+            }
+        }
+        $crate::__pool_builder_setters! { @emit $mode
+            /// `waitQueueTimeoutMS`: how long `get()` waits, 30 s unless set
+            /// (`None`: no limit; `Duration::ZERO`: no wait, only an
+            /// available connection).
+            wait_queue_timeout(self, value: impl Into<Option<::std::time::Duration>>) {
+                self.options = self.options.wait_queue_timeout(value.into());
+            }
+        }
+        $crate::__pool_builder_setters! { @emit $mode
+            /// The reconnect backoff after establishment failures (`None`: a
+            /// cleared pool stays paused until
+            /// [`Pool::ready`](crate::Pool::ready)).
+            reconnect(self, value: Option<$crate::Reconnect>) {
+                self.options = self.options.reconnect(value);
+            }
+        }
+        $crate::__pool_builder_setters! { @emit $mode
+            /// The longest `connect` may take (`None`: no limit); past it
+            /// the establishment fails with
+            /// [`ConnectTimeoutError`](crate::ConnectTimeoutError), a network
+            /// timeout (labelled `SystemOverloadedError`).
+            connect_timeout(self, value: impl Into<Option<::std::time::Duration>>) {
+                self.connect_timeout = value.into();
+            }
+        }
+        $crate::__pool_builder_setters! { @emit $mode
+            /// The longest
+            /// [`reset`](crate::ManageConnection::reset) may take (`None`:
+            /// no limit); past it the connection is closed (reason `error`)
+            /// instead of pooled again.
+            reset_timeout(self, value: impl Into<Option<::std::time::Duration>>) {
+                self.reset_timeout = value.into();
+            }
+        }
+        $crate::__pool_builder_setters! { @emit $mode
+            /// Leak detection (HikariCP's `leakDetectionThreshold`; off by
+            /// default, and `None` or zero turns it off): a guard held
+            /// longer than `value` is reported once, by a WARN message of
+            /// target [`LOG_TARGET`](crate::LOG_TARGET) naming the
+            /// connection, how long it has been held and where its `get()`
+            /// was called, and counted in
+            /// [`Stats::leaks_detected`](crate::Stats::leaks_detected); when
+            /// it comes back, an INFO message says after how long.
+            ///
+            /// Off, it costs nothing per checkout. On, a checkout and its
+            /// return each write one entry of a registry under its own lock,
+            /// and one task per pool wakes at most once per threshold to look
+            /// at it.
+            ///
+            /// ```
+            /// # use std::time::Duration;
+            /// # use cmap_async::{ManageConnection, PoolBuilder, Runtime};
+            /// # fn configure<M: ManageConnection, R: Runtime>(b: PoolBuilder<M, R>) -> PoolBuilder<M, R> {
+            /// b.leak_detection_threshold(Duration::from_secs(30))
+            /// # }
+            /// ```
+            leak_detection_threshold(self, value: impl Into<Option<::std::time::Duration>>) {
+                self.leak_detection_threshold = value.into();
+            }
+        }
+        $crate::__pool_builder_setters! { @emit $mode
+            /// Exports the pool's metrics through the `metrics` facade
+            /// (feature `metrics`; off by default): gauges of its connections
+            /// and wait queue, counters of connections opened and closed and
+            /// of checkouts and their failures, histograms of wait, use and
+            /// connect times, all labelled with the pool's `address` and
+            /// named `cmap_*` (the list is in the guide, section 7). Their
+            /// handles come from the recorder current when
+            /// [`build`](Self::build) runs: install the exporter's recorder
+            /// first (or build inside `metrics::with_local_recorder`).
+            ///
+            /// It is one more event subscriber (the core builds events, and
+            /// each is counted and then read the pool's status for the
+            /// gauges); off, nothing of it exists.
+            ///
+            /// ```
+            /// # use cmap_async::{ManageConnection, PoolBuilder, Runtime};
+            /// # fn configure<M: ManageConnection, R: Runtime>(b: PoolBuilder<M, R>) -> PoolBuilder<M, R> {
+            /// // metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder()?; first
+            /// b.metrics(true)
+            /// # }
+            /// ```
+            #[cfg(feature = "metrics")]
+            metrics(self, value: bool) {
+                self.metrics = value;
+            }
+        }
+        $crate::__pool_builder_setters! { @emit $mode
+            /// Keeps a flight recorder: the last `capacity` inputs of the
+            /// pool's core and the outputs they caused (at least half as
+            /// many), which `Pool::recording` returns and `spec-runner
+            /// replay` re-executes exactly. 0 (the default): off. An entry
+            /// takes 64 bytes (a check-in 112 more); the cost per checkout
+            /// is in docs/benchmarks.md.
+            ///
+            /// ```
+            /// # use cmap_async::{ManageConnection, PoolBuilder, Runtime};
+            /// # fn f<M: ManageConnection, R: Runtime>(b: PoolBuilder<M, R>) -> PoolBuilder<M, R> {
+            /// b.flight_recorder(100_000).flight_recorder_dir("/var/tmp")
+            /// # }
+            /// ```
+            #[cfg(feature = "recorder")]
+            flight_recorder(self, capacity: usize) {
+                self.flight.0 = capacity;
+            }
+        }
+        $crate::__pool_builder_setters! { @emit $mode
+            /// Where the flight recorder writes its recording when the pool
+            /// finds its own state inconsistent (checked each time the
+            /// recorder starts a new segment), as
+            /// `cmap-<address>-<unix ms>.jsonl`. Unset, the incident is only
+            /// logged at ERROR, and `Pool::recording` holds it.
+            #[cfg(feature = "recorder")]
+            flight_recorder_dir(self, dir: impl Into<::std::path::PathBuf>) {
+                self.flight.1 = Some(dir.into());
+            }
+        }
+        $crate::__pool_builder_setters! { @emit $mode
+            /// Leaves the pool paused once built, as the spec creates it,
+            /// for a topology monitor to mark it ready with
+            /// [`Pool::ready`](crate::Pool::ready).
+            start_paused(self, value: bool) {
+                self.start_paused = value;
+            }
+        }
+        $crate::__pool_builder_setters! { @emit $mode
+            /// Subscribes a callback before the pool exists, so it sees the
+            /// `ConnectionPoolCreated` and `ConnectionPoolReady` events too.
+            on_event(self, callback: impl Fn(&$crate::Event) + Send + Sync + 'static) {
+                self.callbacks.push(::std::sync::Arc::new(callback));
+            }
+        }
+    };
+}
