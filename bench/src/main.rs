@@ -3,8 +3,7 @@
 //!
 //! ```text
 //! cargo run --release -p bench -- all --out docs     # everything; rewrites docs/benchmarks.md's
-//!                                                     # generated section, docs/bench-figures.md
-//!                                                     # and docs/img/*.svg
+//!                                                     # generated section and docs/img/*.svg
 //! cargo run --release -p bench -- sweep [--pools cmap-tokio,deadpool] [--m 16] [--t 1,64]
 //! cargo run --release -p bench -- spike
 //! cargo run --release -p bench -- events
@@ -56,7 +55,7 @@ commands:
            machine): (a) 1 task, M = 16; (b) 64 tasks, M = 4, hold across one yield_now; with
            --out DIR writes its table into DIR/benchmarks.md
   all      sweep + spike + events + cycle + pair; with --out DIR also writes DIR/benchmarks.md
-           (its generated section), DIR/bench-figures.md (every figure) and DIR/img/*.svg
+           (its generated section) and DIR/img/*.svg (`sweep` prints every figure)
   list     the pools
   outage   cmap-tokio, cmap-blocking, deadpool and bb8 on PostgreSQL (127.0.0.1:5432) through a
            fault proxy that refuses, cuts, blackholes or delays; with --out DIR writes

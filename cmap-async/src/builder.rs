@@ -41,8 +41,9 @@ pub const DEFAULT_WAIT_QUEUE_TIMEOUT: Duration = Duration::from_secs(30);
 /// ready again once the server is back.
 ///
 /// The 5 ms (2.5–5 ms with jitter) is what serves waiting checkouts within
-/// 20 ms of a server's return with a connect of 5–10 ms (docs/reliability.md:
-/// at 10 ms the last of 50 waiters took up to 29 ms). It costs at most
+/// 20 ms of a server's return with a connect of 5–10 ms: the first attempt
+/// after the return begins within one pause, and serves a waiter one
+/// connect later. It costs at most
 /// maxConnecting attempts per pause while checkouts wait, each refused at
 /// once by a server that is down; a server that accepts slowly holds each
 /// attempt for its connect instead, and the pause does not add to that.

@@ -449,7 +449,9 @@ pub fn adaptive(runs: &[Run]) -> String {
     out
 }
 
-/// The generated section of `fleet.md`, markers included.
+/// The generated section of `fleet.md`, markers included, then (after
+/// the end marker) the per-scenario tables: the command prints them all,
+/// and [`write`] puts only the section into `fleet.md`.
 pub fn markdown(runs: &[Run], args: &[String], total_s: f64) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{BEGIN}\n");
@@ -535,7 +537,12 @@ ratios to the fixed pace.\n\n",
     ] {
         let _ = writeln!(out, "![{alt}](img/{name})\n");
     }
-    out.push_str("### Tables\n\n");
+    out.push_str(
+        "Per-scenario tables (peak connections, opened, refused by cause, most per second, waits, \
+operations cut, run time): run the command without `--out`.\n\n",
+    );
+    let _ = writeln!(out, "{END}");
+    out.push_str("\n### Tables\n\n");
     for kind in Kind::ALL {
         let of_kind: Vec<&Run> = runs.iter().filter(|r| r.kind == kind).collect();
         let Some(first) = of_kind.first() else { continue };
@@ -547,13 +554,17 @@ ratios to the fixed pace.\n\n",
             table(&of_kind)
         );
     }
-    let _ = writeln!(out, "{END}");
     out
 }
 
-/// Writes the SVGs under `dir/img/` and the generated section into
-/// `dir/fleet.md`, keeping everything outside the markers.
-pub fn write(dir: &Path, runs: &[Run], section: &str) -> std::io::Result<()> {
+/// Writes the SVGs under `dir/img/` and the generated section of `text`
+/// (what [`markdown`] gives, up to its end marker) into `dir/fleet.md`,
+/// keeping everything outside the markers.
+pub fn write(dir: &Path, runs: &[Run], text: &str) -> std::io::Result<()> {
+    let section = match text.find(END) {
+        Some(i) => format!("{}\n", &text[..i + END.len()]),
+        None => text.to_owned(),
+    };
     let img = dir.join("img");
     std::fs::create_dir_all(&img)?;
     for (name, svg) in charts(runs) {
@@ -563,7 +574,7 @@ pub fn write(dir: &Path, runs: &[Run], section: &str) -> std::io::Result<()> {
     let old = std::fs::read_to_string(&path).unwrap_or_default();
     std::fs::write(
         path,
-        splice(&old, "<!-- fleet:begin", END, "Planning a fleet", section),
+        splice(&old, "<!-- fleet:begin", END, "Planning a fleet", &section),
     )
 }
 

@@ -395,7 +395,13 @@ impl Table {
         }
     }
 
+    /// The heading, the description and the table, with its samples.
     fn markdown(&self) -> String {
+        format!("{}{}", self.table_markdown(), self.samples_markdown())
+    }
+
+    /// The heading, the description and the table, without the samples.
+    fn table_markdown(&self) -> String {
         let mut s = format!("### {}\n\n{}\n\n| pool |", self.title, self.what);
         for (name, _) in &self.columns {
             s.push_str(&format!(" {name} |"));
@@ -421,14 +427,94 @@ impl Table {
             }
             s.push('\n');
         }
-        for (pool, sample) in &self.samples {
-            s.push_str(&format!(
-                "\n{pool}, {}:\n\n```text\n{sample}\n```\n",
-                self.sample_is
-            ));
+        s
+    }
+
+    /// The first pool's sample in a block; the pools whose sample reads
+    /// the same but for its numbers named after it; every other one
+    /// quoted inline. Empty without samples; otherwise it begins with a
+    /// blank line and ends with a newline.
+    fn samples_markdown(&self) -> String {
+        let Some(((first, sample), rest)) = self.samples.split_first() else {
+            return String::new();
+        };
+        let (same, other): (Vec<_>, Vec<_>) = rest
+            .iter()
+            .partition(|(_, s)| without_numbers(s) == without_numbers(sample));
+        let same: Vec<String> = same.iter().map(|(pool, _)| format!("{pool}'s")).collect();
+        let same = match same.len() {
+            0 => String::new(),
+            1 => format!(" ({} reads the same, with its own counts)", same[0]),
+            _ => format!(" ({} read the same, with their own counts)", same.join(" and ")),
+        };
+        let mut s = format!(
+            "\n{}, {first}{same}:\n\n```text\n{sample}\n```\n",
+            capitalized(self.sample_is)
+        );
+        if !other.is_empty() {
+            let other: Vec<String> = other.iter().map(|(pool, s)| format!("{pool}'s: `{s}`")).collect();
+            s.push_str(&format!("\n{}.\n", other.join("; ")));
         }
         s
     }
+}
+
+/// `text` with its first letter in upper case.
+fn capitalized(text: &str) -> String {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .map_or_else(String::new, |c| c.to_uppercase().chain(chars).collect())
+}
+
+/// `text` with every run of digits (and decimal point) replaced by `#`:
+/// two errors that differ only in their counts compare equal.
+fn without_numbers(text: &str) -> String {
+    let mut out = String::new();
+    let mut in_number = false;
+    for c in text.chars() {
+        if c.is_ascii_digit() || (in_number && c == '.') {
+            if !in_number {
+                out.push('#');
+            }
+            in_number = true;
+        } else {
+            out.push(c);
+            in_number = false;
+        }
+    }
+    out
+}
+
+/// How late each pool's slowest `get()` of the blackhole returned (ms past
+/// its deadline) and its error (`None`: a success): one sentence, the
+/// first pool's error quoted, every later one only where it reads
+/// otherwise than those before it but for its numbers. Empty without
+/// samples; otherwise it begins with a blank line and ends with a newline.
+fn slowest_markdown(lead: &str, samples: &[(&str, f64, Option<String>)]) -> String {
+    if samples.is_empty() {
+        return String::new();
+    }
+    let mut quoted: Vec<String> = Vec::new();
+    let mut each = Vec::new();
+    for (i, (pool, late, err)) in samples.iter().enumerate() {
+        let mut item = format!("{pool} {late:+.1} ms");
+        if i == 0 {
+            item.push_str(" after its deadline");
+        }
+        match err {
+            None => item.push_str(", a success"),
+            Some(e) => {
+                let key = without_numbers(e);
+                if !quoted.contains(&key) {
+                    item.push_str(&format!(" (`{e}`)"));
+                    quoted.push(key);
+                }
+            }
+        }
+        each.push(item);
+    }
+    format!("\n{}: {}.\n", capitalized(lead), each.join("; "))
 }
 
 /// Down for less than the wait timeout.
@@ -497,22 +583,18 @@ fn long_down_recovery(o: &Outcome) -> Vec<Option<f64>> {
     ]
 }
 
-fn blackhole(o: &Outcome, cmap: bool) -> (Vec<Option<f64>>, Option<String>) {
+/// A `get()` of the blackhole: how late it returned (ms past its deadline)
+/// and its error (`None`: a success).
+type Lateness = (f64, Option<String>);
+
+/// The blackhole's row, and its slowest `get()`.
+fn blackhole(o: &Outcome, cmap: bool) -> (Vec<Option<f64>>, Option<Lateness>) {
     let lateness: Vec<f64> = o.recs.iter().map(|r| diff_ms(r.end, r.start + WAIT)).collect();
     let latest = o
         .recs
         .iter()
         .max_by_key(|r| r.end.saturating_duration_since(r.start));
-    let sample = latest.map(|r| match &r.err {
-        Some(e) => format!(
-            "{:+.1} ms after its deadline: {e}",
-            diff_ms(r.end, r.start + WAIT)
-        ),
-        None => format!(
-            "{:+.1} ms after its deadline, a success",
-            diff_ms(r.end, r.start + WAIT)
-        ),
-    });
+    let sample = latest.map(|r| (diff_ms(r.end, r.start + WAIT), r.err.clone()));
     let late = lateness.iter().filter(|l| **l > ms(LATE_OK)).count();
     let failed = o.recs.iter().filter(|r| !r.ok).count();
     let row = vec![
@@ -893,8 +975,10 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
         rows: Vec::new(),
         targets: vec![(0, ms(LATE_OK), "a get() returned > 2 ms late")],
         samples: Vec::new(),
-        sample_is: "the `get()` that took longest (last run), how late it returned and why",
+        sample_is: "the `get()` that took longest (last run)",
     };
+    // The blackhole's slowest `get()` per pool (see [`slowest_markdown`]).
+    let mut slowest: Vec<(&'static str, f64, Option<String>)> = Vec::new();
     let mut cuts = Table {
         title: "Cut",
         what: "Every proxied session closed at once, new ones accepted. Failed `get()`s begun after the cut \
@@ -964,9 +1048,9 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
             let (row, sample) = blackhole(&out, cmap);
             eprintln!("    {row:?}");
             hole.push(pool, row);
-            if let Some(sample) = sample {
-                hole.samples.retain(|(p, _)| *p != pool);
-                hole.samples.push((pool, sample));
+            if let Some((late, err)) = sample {
+                slowest.retain(|(p, _, _)| *p != pool);
+                slowest.push((pool, late, err));
             }
 
             eprintln!("  {pool}: cut");
@@ -984,9 +1068,19 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
         }
         loads.push(uptime());
     }
-    let mut tables = vec![short, deadlines, recovery, hole, cuts];
-    tables.extend(spikes);
-    let body: Vec<String> = tables.iter().map(Table::markdown).collect();
+    let hole = format!(
+        "{}{}",
+        hole.table_markdown(),
+        slowest_markdown(hole.sample_is, &slowest)
+    );
+    let mut body = vec![
+        short.markdown(),
+        deadlines.markdown(),
+        recovery.markdown(),
+        hole,
+        cuts.markdown(),
+    ];
+    body.extend(spikes.iter().map(Table::markdown));
     let body = body.join("\n");
     let secs = began.elapsed().as_secs_f64();
     println!("{body}");
@@ -1043,4 +1137,64 @@ fn document(o: &OutageOptions, body: &str, loads: &[String], secs: f64, path: &P
         args = o.args.join(" "),
         loads = loads.join(" / "),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TIMED_OUT: &str = "Timed out while checking out a Connection from connection pool after 5000 ms \
+                             (maxPoolSize 10, total 0, idle 0, in use 0, connecting 0, waiting 41)";
+
+    #[test]
+    fn samples_alike_but_for_their_counts_are_named_others_quoted() {
+        let t = Table {
+            title: "t",
+            what: "w",
+            columns: Vec::new(),
+            rows: Vec::new(),
+            targets: Vec::new(),
+            samples: vec![
+                ("cmap-tokio", TIMED_OUT.to_owned()),
+                (
+                    pg::CMAP_BLOCKING,
+                    TIMED_OUT.replace("total 0", "total 2").replace("41", "7"),
+                ),
+                (
+                    "deadpool",
+                    "Error occurred while creating a new object".to_owned(),
+                ),
+                ("bb8", "Timed out in bb8".to_owned()),
+            ],
+            sample_is: "the last failing `get()`'s error",
+        };
+        assert_eq!(
+            t.samples_markdown(),
+            format!(
+                "\nThe last failing `get()`'s error, cmap-tokio ({}'s reads the same, with its own counts):\n\n\
+                 ```text\n{TIMED_OUT}\n```\n\ndeadpool's: `Error occurred while creating a new object`; bb8's: \
+                 `Timed out in bb8`.\n",
+                pg::CMAP_BLOCKING
+            )
+        );
+    }
+
+    #[test]
+    fn the_slowest_gets_in_one_sentence() {
+        let slow = [
+            ("cmap-tokio", 1.8, Some(TIMED_OUT.to_owned())),
+            (pg::CMAP_BLOCKING, 1.8, Some(TIMED_OUT.replace("5000 ms", "0 ms"))),
+            ("deadpool", 3005.9, None),
+            ("bb8", 1.8, Some("Timed out in bb8".to_owned())),
+        ];
+        assert_eq!(
+            slowest_markdown("the `get()` that took longest (last run)", &slow),
+            format!(
+                "\nThe `get()` that took longest (last run): cmap-tokio +1.8 ms after its deadline (`{TIMED_OUT}`); \
+                 {} +1.8 ms; deadpool +3005.9 ms, a success; bb8 +1.8 ms (`Timed out in bb8`).\n",
+                pg::CMAP_BLOCKING
+            )
+        );
+        assert_eq!(slowest_markdown("x", &[]), "");
+    }
 }

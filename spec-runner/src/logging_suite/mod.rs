@@ -1,6 +1,6 @@
 //! The CMAP logging tests (`logging/*.json`, unified test format), run in
 //! real time against the async pool of an adapter, through this mapping
-//! (also in `docs/spec-compliance.md`):
+//! (`docs/spec-compliance.md` links here rather than repeating it):
 //!
 //! | unified format | here |
 //! | --- | --- |

@@ -3,10 +3,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::super::{diff_ms, max, min, percentile, Table, Unit, WAIT};
+use super::super::{diff_ms, max, min, percentile, Table, Unit, MAX, PAUSE, TASKS, WAIT};
 use super::{
-    official_uri, ours_uri, MongoOptions, Outcome, Scenario, AFTER, CONNECT_TIMEOUT_MS, FERRETDB, METRICS,
-    POOLS, SHORT_DOWN, STEADY,
+    official_uri, ours_uri, MongoOptions, Outcome, Scenario, AFTER, FERRETDB, POOLS, SHORT_DOWN, STEADY,
 };
 
 const BEGIN: &str = "<!-- mongo:begin";
@@ -190,65 +189,120 @@ impl Tables {
     /// (the steady load).
     pub fn markdown(&self, o: &MongoOptions, loads: &[String], secs: f64) -> (String, String) {
         let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+        let wait = WAIT.as_secs();
+        let command = format!("```sh\ncargo run --release -p bench -- {}\n```", o.args.join(" "));
         let setup = format!(
-            "Run on {date} with `bench {args}` ({secs:.0} s), on this project's machine: {cores} cores, a KVM \
-             guest shared with other builds; load averages (1, 5, 15 min) at the start and after each run: \
-             {loads}. Each cell is the minimum–maximum over {runs} runs; the two pools run back to back in each \
-             scenario of each run, each with a fresh proxy, a fresh pool and a fresh 2-worker tokio runtime.\n\n\
-             ```sh\ncargo run --release -p bench -- mongo --runs {runs} --out docs\n```\n\n\
-             Against FerretDB {ferret} (the MongoDB wire protocol, no authentication), through the fault proxy \
-             (`cmap_testkit::proxy`, loopback only) in front of it. Server connections are FerretDB's own count \
-             (`ferretdb_client_accepts_total` and `ferretdb_client_duration_seconds_count` at \
-             `http://{metrics}/debug/metrics`, read before and after each run).\n\n\
-             - **ours** (cmap-tokio {cmap} with cmap-mongodb's `MongoManager`): `{ours}`, every other option at \
-             its default. An operation is `pool.get()` (which waits at most waitQueueTimeoutMS, 5 s), then \
-             `run_command(\"admin\", {{ping: 1}})` bounded by what is left of the 5 s (`tokio::time::timeout_at`).\n\
-             - **official** (the `mongodb` crate {driver}, its default features less the DNS resolver, with \
-             bson 3): `{official}`, every other option at its default (heartbeatFrequencyMS 10 s, maxConnecting \
-             2, minPoolSize 0, retryReads and retryWrites on). An \
-             operation is `client.database(\"admin\").run_command({{ping: 1}})` bounded at 5 s by \
-             `tokio::time::timeout`: the Rust driver has no checkout timeout (it parses waitQueueTimeoutMS but \
-             documents it as \"not supported by the Rust driver\") and no timeoutMS; serverSelectionTimeoutMS 5 s \
-             bounds its wait for a server it has marked unknown. `run_command` is not a retryable read, but this \
-             version retries, with backoff, an operation whose error is labelled SystemOverloadedError (a failed \
-             connection establishment: the backpressure rules).\n\
-             - **load**: 50 tasks, each looping over one operation, a 10 ms pause after a failure; connectTimeoutMS \
-             {connect} ms (the default of both). The faults leave {after} s of load after the server's return.\n",
+            "Run on {date} ({secs:.0} s; load average {load} on the {cores}-core machine). Each cell is the \
+             minimum–maximum over {runs} runs; in each run the two pools run back to back, each with a fresh \
+             proxy, pool and 2-worker tokio runtime, against FerretDB {ferret} through the fault proxy \
+             (`cmap_testkit::proxy`). Server connections are FerretDB's own count (its `/debug/metrics`).\n\n\
+             - **ours** (cmap-tokio with cmap-mongodb's `MongoManager`): `{ours}`. An operation is \
+             `pool.get()`, then `run_command(\"admin\", {{ping: 1}})` bounded by what is left of the {wait} s.\n\
+             - **official** (the `mongodb` crate {driver}): `{official}`, every other option at its default. An \
+             operation is `run_command({{ping: 1}})` bounded at {wait} s by `tokio::time::timeout`: this driver \
+             has no checkout timeout and no timeoutMS. It retries, with backoff, an operation whose error is \
+             labelled SystemOverloadedError.\n\
+             - **load**: {tasks} tasks, each looping over one operation, a {pause} ms pause after a failure; \
+             {after} s of load after the server's return.\n",
             date = today(),
-            args = o.args.join(" "),
-            loads = loads.join(" / "),
+            load = load_range(loads),
             runs = o.runs,
             ferret = FERRETDB,
-            metrics = METRICS,
-            cmap = locked_version("cmap-tokio").unwrap_or_default(),
             ours = ours_uri(0).replace(":0/", ":PORT/"),
             driver = locked_version("mongodb").unwrap_or_else(|| "3.x".to_owned()),
             official = official_uri(0).replace(":0/", ":PORT/"),
-            connect = CONNECT_TIMEOUT_MS,
+            tasks = TASKS,
+            pause = PAUSE.as_millis(),
             after = AFTER.as_secs(),
         );
         let mut faults = String::new();
-        for (t, better) in &self.tables[1..] {
-            faults.push_str(&t.markdown());
-            faults.push_str(&format!("\n{}\n\n", compare(t, better)));
+        for (t, _) in &self.tables[1..] {
+            faults.push_str(&t.table_markdown());
+            faults.push_str(&errors(t));
+            faults.push('\n');
         }
         let (steady, better) = &self.tables[0];
-        let steady = format!("{}\n{}\n", steady.markdown(), compare(steady, better));
+        let steady = format!(
+            "{}{}\n{}\n",
+            steady.table_markdown(),
+            errors(steady),
+            compare(steady, better)
+        );
         let reliability = format!(
             "{BEGIN_LINE}\n\n## MongoDB: our pool beside the official driver's\n\n\
-             Issue 31: the faults of the PostgreSQL figures above, for cmap-tokio with cmap-mongodb's manager and \
-             for the official MongoDB Rust driver's own pool. The steady load's figures are in \
+             The faults of the PostgreSQL figures above, for cmap-tokio with cmap-mongodb's manager and for the \
+             official MongoDB Rust driver's own pool; the steady load's figures are in \
              [benchmarks.md](benchmarks.md#mongodb-our-pool-beside-the-official-drivers).\n\n\
-             {setup}\n{faults}{END}\n"
+             {command}\n\n{setup}\n{faults}{END}\n"
         );
         let benchmarks = format!(
             "{BEGIN_LINE}\n\n## MongoDB: our pool beside the official driver's\n\n\
-             Issue 31: a `ping` loop through cmap-tokio with cmap-mongodb's manager and through the official \
-             MongoDB Rust driver's own pool. The same run's fault figures are in \
-             [reliability.md](reliability.md#mongodb-our-pool-beside-the-official-drivers).\n\n\
-             {setup}\n{steady}\n{END}\n"
+             A `ping` loop through cmap-tokio with cmap-mongodb's manager and through the official MongoDB Rust \
+             driver's own pool, against FerretDB through the fault proxy: {TASKS} tasks, maxPoolSize {MAX}, a \
+             {wait} s deadline per operation. The setup, the machine's load and the fault figures of the same \
+             run are in [reliability.md](reliability.md#mongodb-our-pool-beside-the-official-drivers).\n\n\
+             {command}\n\n{steady}\n{END}\n"
         );
         (reliability, benchmarks)
+    }
+}
+
+/// The Debug tail of the official driver's error when it has no labels,
+/// source or server response: left out where the error is quoted inline.
+const EMPTY_DETAILS: &str = ", labels: {}, source: None, server response: None";
+
+/// The longest error quoted inline in a sentence; a longer one gets a
+/// block of its own.
+const INLINE_MAX: usize = 200;
+
+/// Each pool's last failing operation's error: quoted inline in one
+/// sentence when every one is short, else each in a block of its own.
+/// Empty without one; otherwise it begins with a blank line and ends with
+/// a newline.
+fn errors(t: &Table) -> String {
+    let mut samples: Vec<&(&'static str, String)> = t.samples.iter().collect();
+    samples.sort_by_key(|(pool, _)| POOLS.iter().position(|p| p == pool));
+    if samples.is_empty() {
+        return String::new();
+    }
+    let short = |e: &str| e.strip_suffix(EMPTY_DETAILS).unwrap_or(e).to_owned();
+    let inline = samples.iter().all(|(_, e)| {
+        let e = short(e);
+        e.chars().count() <= INLINE_MAX && !e.contains(['`', '\n'])
+    });
+    if inline {
+        let each: Vec<String> = samples
+            .iter()
+            .map(|(pool, e)| {
+                let who = if *pool == POOLS[0] {
+                    "ours"
+                } else {
+                    "the official driver's"
+                };
+                format!("{who} `{}`", short(e))
+            })
+            .collect();
+        format!("\nThe last failing operation's error: {}.\n", each.join("; "))
+    } else {
+        samples
+            .iter()
+            .map(|(pool, e)| format!("\n{pool}, {}:\n\n```text\n{e}\n```\n", t.sample_is))
+            .collect()
+    }
+}
+
+/// The 1-minute load averages of `loads` ("1 5 15" each), lowest–highest.
+fn load_range(loads: &[String]) -> String {
+    let first: Vec<f64> = loads
+        .iter()
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        // To one decimal, halves up (1.65 is 1.7).
+        .map(|v: f64| (v * 10.0).round() / 10.0)
+        .collect();
+    match (min(first.iter().copied()), max(first.iter().copied())) {
+        (Some(lo), Some(hi)) if format!("{lo:.1}") == format!("{hi:.1}") => format!("{lo:.1}"),
+        (Some(lo), Some(hi)) => format!("{lo:.1}–{hi:.1}"),
+        _ => "unknown".to_owned(),
     }
 }
 
@@ -343,4 +397,62 @@ pub fn write(path: &Path, section: &str) -> std::io::Result<()> {
         "Benchmarks"
     };
     std::fs::write(path, crate::report::splice(&old, BEGIN, END, title, section))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table_with(samples: &[(usize, &str)]) -> Table {
+        let (mut t, _) = table("t", "w", &FAULT_COLUMNS);
+        t.samples = samples
+            .iter()
+            .map(|(p, e)| (POOLS[*p], (*e).to_owned()))
+            .collect();
+        t
+    }
+
+    #[test]
+    fn short_errors_are_quoted_inline_ours_first() {
+        let t = table_with(&[
+            (
+                1,
+                "Kind: I/O error: unexpected end of file, labels: {}, source: None, server response: None",
+            ),
+            (0, "network error while running a command: early eof"),
+        ]);
+        assert_eq!(
+            errors(&t),
+            "\nThe last failing operation's error: ours `network error while running a command: early eof`; \
+             the official driver's `Kind: I/O error: unexpected end of file`.\n"
+        );
+    }
+
+    #[test]
+    fn a_long_error_puts_each_in_a_block() {
+        let long = "x".repeat(INLINE_MAX + 1);
+        let t = table_with(&[
+            (0, &long),
+            (1, "short, labels: {}, source: None, server response: None"),
+        ]);
+        assert_eq!(
+            errors(&t),
+            format!(
+                "\n{a}, {is}:\n\n```text\n{long}\n```\n\n{b}, {is}:\n\n```text\nshort, labels: {{}}, source: None, \
+                 server response: None\n```\n",
+                a = POOLS[0],
+                b = POOLS[1],
+                is = t.sample_is
+            )
+        );
+        assert_eq!(errors(&table_with(&[])), "");
+    }
+
+    #[test]
+    fn load_range_is_the_one_minute_averages() {
+        let loads = ["1.65 7.49 12.06", "2.26 6.31 11.26", "2.60 4.78 9.85"].map(str::to_owned);
+        assert_eq!(load_range(&loads), "1.7–2.6");
+        assert_eq!(load_range(&loads[..1]), "1.7");
+        assert_eq!(load_range(&["?".to_owned()]), "unknown");
+    }
 }
