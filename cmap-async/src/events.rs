@@ -503,6 +503,7 @@ mod tests {
         Event::ConnectionCheckedIn {
             address: Address::new("h", 1),
             connection_id: ConnectionId(n),
+            held: std::time::Duration::ZERO,
         }
     }
 

@@ -8,7 +8,8 @@
 //! event costs no registry look-up. After each event the gauges are set
 //! from the pool's status (one lock of the pool, outside the lock the
 //! event was produced under), so they never drift, whatever the events
-//! say or omit (a checkout cancelled by its caller has none).
+//! say or omit (a checkout cancelled by its caller has none). The use time
+//! comes with `ConnectionCheckedIn` (`held`): no clock read, no table.
 //!
 //! Every metric carries the label `address` (`host:port`); the names:
 //!
@@ -28,11 +29,9 @@
 //! | `cmap_connection_use_seconds` | histogram | from checked out to checked in |
 //! | `cmap_connection_connect_seconds` | histogram | from created to ready (establishment) |
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
+use std::sync::Arc;
 
-use cmap_core::{Address, CheckOutFailedReason, ConnectionId, Event, Status};
+use cmap_core::{Address, CheckOutFailedReason, Event, Status};
 use metrics::{Counter, Gauge, Histogram, Unit};
 
 use crate::manager::ManageConnection;
@@ -69,9 +68,6 @@ struct Metrics {
     wait: Histogram,
     usage: Histogram,
     connect: Histogram,
-    /// When each checked-out connection was checked out (its event's
-    /// delivery), for the use time: `ConnectionCheckedIn` has no duration.
-    out_since: Mutex<HashMap<ConnectionId, Instant>>,
 }
 
 fn describe() {
@@ -137,7 +133,6 @@ impl Metrics {
             wait: metrics::histogram!("cmap_checkout_wait_seconds", "address" => a.clone()),
             usage: metrics::histogram!("cmap_connection_use_seconds", "address" => a.clone()),
             connect: metrics::histogram!("cmap_connection_connect_seconds", "address" => a.clone()),
-            out_since: Mutex::default(),
             address: a,
         }
     }
@@ -153,10 +148,6 @@ impl Metrics {
         }
     }
 
-    fn out_since(&self) -> std::sync::MutexGuard<'_, HashMap<ConnectionId, Instant>> {
-        self.out_since.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     fn record(&self, event: &Event, status: impl FnOnce() -> Option<Status>) {
         match event {
             Event::ConnectionReady { duration, .. } => {
@@ -166,29 +157,16 @@ impl Metrics {
             Event::ConnectionClosed { reason, .. } => {
                 self.by_reason(&self.closed, "cmap_connections_closed_total", reason.as_str());
             }
-            Event::ConnectionCheckedOut {
-                connection_id,
-                duration,
-                ..
-            } => {
+            Event::ConnectionCheckedOut { duration, .. } => {
                 self.checked_out.increment(1);
                 self.wait.record(duration.as_secs_f64());
-                self.out_since().insert(*connection_id, Instant::now());
             }
-            Event::ConnectionCheckedIn { connection_id, .. } => {
-                if let Some(since) = self.out_since().remove(connection_id) {
-                    self.usage.record(since.elapsed().as_secs_f64());
-                }
-            }
+            Event::ConnectionCheckedIn { held, .. } => self.usage.record(held.as_secs_f64()),
             Event::ConnectionCheckOutFailed { reason, .. } => {
                 self.by_reason(&self.failed, "cmap_checkout_failures_total", reason.as_str());
                 if *reason == CheckOutFailedReason::Timeout {
                     self.timeouts.increment(1);
                 }
-            }
-            Event::PoolClosed { .. } => {
-                // Forced closes have no check-in: nothing is timed after.
-                self.out_since().clear();
             }
             _ => {}
         }

@@ -380,6 +380,7 @@ mod tests {
             Event::ConnectionCheckedIn {
                 address: a.clone(),
                 connection_id: ConnectionId(7),
+                held: Duration::from_millis(5),
             },
             Event::ConnectionClosed {
                 address: a.clone(),

@@ -163,10 +163,13 @@ pub enum Event {
         connection_id: ConnectionId,
         duration: Duration,
     },
-    /// `ConnectionCheckedInEvent`.
+    /// `ConnectionCheckedInEvent`; `held`, an extension: how long the
+    /// connection was checked out, so that a subscriber timing use (a
+    /// metrics exporter) needs no clock and no table of its own.
     ConnectionCheckedIn {
         address: Address,
         connection_id: ConnectionId,
+        held: Duration,
     },
     /// Extension: reconnecting failed for longer than `give_up_after`; the
     /// pool stays paused until it is marked ready again.

@@ -412,10 +412,11 @@ impl<C> Pool<C> {
         record!(self.record_check_in(now, &connection.meta));
         self.advance(now);
         let Pooled { mut meta, conn } = connection;
-        let entry = self.end_use(&meta);
+        let (entry, held) = self.end_use(&meta);
         self.emit(|p| Event::ConnectionCheckedIn {
             address: p.address.clone(),
             connection_id: meta.id,
+            held,
         });
         // A busy pool's check-in: fit, and checkouts wait. The connection
         // goes to the oldest waiter and stays in the in-use table, in its
@@ -494,7 +495,7 @@ impl<C> Pool<C> {
         record!(self.record_input(now, || crate::recorder::Input::Detach(*connection.meta)));
         self.advance(now);
         let Pooled { meta, conn } = connection;
-        let entry = self.end_use(&meta);
+        let (entry, _) = self.end_use(&meta);
         self.conns.free_in_use(meta.slot, entry);
         if !entry.interrupted {
             self.closed_event(meta.id, meta.service_id, ClosedReason::Detached, None);
@@ -650,14 +651,16 @@ impl<C> Pool<C> {
 
     /// Counts the time a connection coming back was in use, and returns
     /// its entry in the in-use table, still there.
-    fn end_use(&mut self, meta: &Meta) -> InUse {
+    fn end_use(&mut self, meta: &Meta) -> (InUse, Duration) {
         let used = self.since(meta.checked_out_at);
         if !used.is_zero() {
             self.hot.usage_time += used;
         }
         // A `Pooled` is unique and carries its slot, so this cannot miss.
-        self.conns
+        let entry = self
+            .conns
             .in_use_entry(meta.slot, meta.id)
-            .expect("a checked-out connection of this pool is in its in-use table")
+            .expect("a checked-out connection of this pool is in its in-use table");
+        (entry, used)
     }
 }

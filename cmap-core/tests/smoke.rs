@@ -25,3 +25,22 @@ fn check_out_establish_check_in_reuse() {
         ]
     );
 }
+
+/// `ConnectionCheckedIn` says how long the connection was out, on the
+/// driver's clock: what a metrics exporter records as the use time.
+#[test]
+fn a_check_in_event_says_how_long_the_connection_was_held() {
+    let mut h = Harness::ready(PoolOptions::default());
+    let c = h.take();
+    h.advance(250);
+    h.check_in(c);
+    let held: Vec<_> = h
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            cmap_core::Event::ConnectionCheckedIn { held, .. } => Some(*held),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(held, [std::time::Duration::from_millis(250)]);
+}

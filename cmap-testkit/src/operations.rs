@@ -370,11 +370,10 @@ pub async fn metrics_count_checkouts_through_the_facade<R: Runtime + Default, T:
     let waits = rec.histogram(&format!("cmap_checkout_wait_seconds{{{a}}}"));
     assert_eq!(waits.len(), 4);
     assert!(waits.iter().all(|w| *w >= 0.0));
-    assert_eq!(
-        rec.histogram(&format!("cmap_connection_use_seconds{{{a}}}"))
-            .len(),
-        4
-    );
+    let uses = rec.histogram(&format!("cmap_connection_use_seconds{{{a}}}"));
+    assert_eq!(uses.len(), 4);
+    // `second` was out across the 20 ms checkout that timed out.
+    assert!(uses.iter().any(|u| *u >= 0.019), "{uses:?}");
     // Nothing else was registered under another name.
     assert!(
         rec.keys().iter().all(|k| k.starts_with("cmap_") && k.contains(a)),
