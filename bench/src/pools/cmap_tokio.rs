@@ -2,7 +2,9 @@
 //! variants `bench instructions` compares it with: a subscriber that
 //! counts every event (the event path's cost), the manager trait's default
 //! `CHECKS = true` with a no-op check and `RESETS = true` with a no-op
-//! reset, and the flight recorder on.
+//! reset, the flight recorder on, and the pool as production watches it:
+//! metrics exported to a Prometheus recorder, or its log at INFO or DEBUG
+//! formatted by `tracing-subscriber` and discarded.
 
 use std::future::Future;
 use std::sync::atomic::Ordering;
@@ -21,6 +23,12 @@ enum Extra {
     Events,
     /// The flight recorder, with [`RECORDER_CAPACITY`] entries.
     Recorder,
+    /// `.metrics(true)`, into a Prometheus exporter's recorder installed
+    /// as the process's global one (each bench run measures one pool).
+    Metrics,
+    /// A global `tracing` subscriber at this level, formatting every
+    /// record it takes and writing it nowhere.
+    Tracing(tracing::Level),
 }
 
 /// The flight recorder's ring in `cmap-tokio+recorder`: large enough that
@@ -38,6 +46,19 @@ fn build<const RS: bool, const CS: bool>(setup: &Setup, extra: Extra) -> Pool<Ma
             });
         }
         Extra::Recorder => builder = builder.flight_recorder(RECORDER_CAPACITY),
+        Extra::Metrics => {
+            let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+            // Only the first pool built installs it; later ones share it.
+            let _ = metrics::set_global_recorder(recorder);
+            builder = builder.metrics(true);
+        }
+        Extra::Tracing(level) => {
+            let subscriber = tracing_subscriber::fmt()
+                .with_max_level(level)
+                .with_writer(std::io::sink)
+                .finish();
+            let _ = tracing::subscriber::set_global_default(subscriber);
+        }
     }
     builder
         .build_on(manager, TokioRuntime::new(tokio::runtime::Handle::current()))
@@ -87,4 +108,19 @@ variant!(
 variant!(
     /// With the flight recorder on.
     CmapTokioRecorder, "cmap-tokio+recorder", resets: false, checks: false, Extra::Recorder
+);
+variant!(
+    /// Metrics exported to a Prometheus recorder.
+    CmapTokioMetrics, "cmap-tokio+metrics", resets: false, checks: false, Extra::Metrics
+);
+variant!(
+    /// Its log at INFO, formatted and discarded.
+    CmapTokioTracingInfo, "cmap-tokio+tracing-info", resets: false, checks: false,
+    Extra::Tracing(tracing::Level::INFO)
+);
+variant!(
+    /// Its log at DEBUG (a record per checkout and check-in), formatted and
+    /// discarded.
+    CmapTokioTracingDebug, "cmap-tokio+tracing-debug", resets: false, checks: false,
+    Extra::Tracing(tracing::Level::DEBUG)
 );
