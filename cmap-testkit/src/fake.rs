@@ -250,6 +250,15 @@ impl<R> std::ops::Deref for Fake<R> {
 }
 
 impl<R> Fake<R> {
+    /// A fake whose delays sleep on `rt` (a runtime whose clock the test
+    /// moves, as [`ManualRuntime`](crate::manual_clock::ManualRuntime)).
+    pub fn on(rt: R) -> Fake<R> {
+        Fake {
+            state: Arc::default(),
+            rt,
+        }
+    }
+
     /// The shared state, for a manager of another kind to use.
     pub fn state(&self) -> Arc<State> {
         self.state.clone()

@@ -34,6 +34,7 @@ pub mod echo;
 mod fake;
 mod flight;
 pub mod logs;
+pub mod manual_clock;
 pub mod mongo;
 mod operations;
 mod panic_safety;
