@@ -2,7 +2,6 @@
 //! connections established in local tasks, a waiter served by a check-in,
 //! a deadline that expires on compio's timer.
 
-use std::future::Future;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -16,11 +15,9 @@ impl ManageConnection for Slow {
     const CHECKS: bool = false;
     const RESETS: bool = false;
 
-    fn connect(&self) -> impl Future<Output = Result<Rc<()>, std::io::Error>> {
-        async {
-            compio_runtime::time::sleep(Duration::from_millis(5)).await;
-            Ok(Rc::new(()))
-        }
+    async fn connect(&self) -> Result<Rc<()>, std::io::Error> {
+        compio_runtime::time::sleep(Duration::from_millis(5)).await;
+        Ok(Rc::new(()))
     }
 
     fn classify(&self, e: &std::io::Error) -> EstablishErrorKind {
