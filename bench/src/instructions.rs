@@ -13,7 +13,8 @@
 //! - Regime (b): 64 tasks, maxPoolSize 4, each holds its connection across
 //!   one `yield_now`: 60 checkouts wait at any time and every check-in hands
 //!   the connection over to the oldest of them (FIFO; bb8 is not FIFO, so
-//!   its figure is not comparable). Async pools only.
+//!   its figure is not comparable). Async pools only. For cmap-local the
+//!   64 tasks are local tasks of one thread, waiting for each other.
 //!
 //! Async runtimes run one worker thread (async-std's through
 //! `ASYNC_STD_THREAD_COUNT=1`), so that the counts do not depend on how two
@@ -111,6 +112,11 @@ fn subjects() -> Vec<Subject> {
         subject_async::<floor_async::AsyncFloor>(),
         subject_async::<bb8::Bb8>(),
         subject_async::<deadpool::Deadpool>(),
+        Subject {
+            name: cmap_local::NAME,
+            family: Family::Async,
+            run: |regime, n| cmap_local::cycles(regime.max(), regime.tasks(), regime == Regime::B, n),
+        },
         subject_async::<cmap_tokio::CmapTokio>(),
         subject_async::<cmap_tokio::CmapTokioEvents>(),
         subject_async::<cmap_tokio::CmapTokioChecks>(),
@@ -372,6 +378,7 @@ const RECORDER: &str = "cmap-tokio+recorder";
 const SMOL: &str = "cmap-async-std/smol";
 const ASYNC_STD: &str = "cmap-async-std/async-std";
 const BLOCKING: &str = "cmap-blocking";
+const LOCAL: &str = "cmap-local";
 
 /// The ratios a row's cell shows: against deadpool and the async floor for
 /// async pools, against r2d2 and the blocking floor for blocking ones.
@@ -547,6 +554,12 @@ pub fn markdown(m: &Measured, args: &[String]) -> String {
             show_share(rec_b, Regime::B)
         ),
         worst.map(|w| w <= 0.10),
+    );
+    let r = ratio(a(LOCAL), a(FLOOR_ASYNC));
+    target(
+        "cmap-local (a) ≤ 1.2× the async floor (issue 33)",
+        show(r),
+        r.map(|r| r <= 1.2),
     );
     let r = ratio(a(BLOCKING), a(R2D2));
     target("cmap-blocking (a) ≤ r2d2", show(r), r.map(|r| r <= 1.0));

@@ -61,7 +61,7 @@ impl Events {
     /// Sends the queued events, unless a delivery further up the stack
     /// (a callback's own input) is already sending them.
     pub(crate) fn deliver(&self) {
-        if self.delivering.get() {
+        if self.delivering.get() || self.queue.borrow().is_empty() {
             return;
         }
         self.delivering.set(true);

@@ -13,7 +13,7 @@ use cmap_core::{Pooled, WaiterId};
 use crate::guard::PooledConnection;
 use crate::manager::ManageConnection;
 use crate::runtime::LocalRuntime;
-use crate::shared::{Outcome, Shared};
+use crate::shared::{Outcome, Shared, Wait};
 use crate::signal::Slot;
 
 /// A queued checkout; withdrawn if dropped before its outcome is taken.
@@ -35,10 +35,10 @@ impl<M: ManageConnection, R: LocalRuntime> Drop for Queued<'_, M, R> {
 impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
     /// One checkout through the core: served at once, or queued until its
     /// slot is filled (the core fails it at its deadline).
-    async fn check_out_once(&self, deadline: Option<Instant>) -> Outcome<M::Connection> {
-        let (waiter, slot) = match self.check_out(deadline) {
-            Ok(conn) => return Ok(conn),
-            Err(queued) => queued,
+    async fn check_out_once(&self, now: Instant, wait: Wait) -> (Outcome<M::Connection>, Option<Instant>) {
+        let ((waiter, slot), deadline) = match self.check_out(now, wait) {
+            (Ok(conn), deadline) => return (Ok(conn), deadline),
+            (Err(queued), deadline) => (queued, deadline),
         };
         let mut queued = Queued {
             pool: self,
@@ -46,7 +46,7 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
             slot,
             done: false,
         };
-        poll_fn(|cx| match queued.slot.take() {
+        let outcome = poll_fn(|cx| match queued.slot.take() {
             Some(outcome) => {
                 queued.done = true;
                 Poll::Ready(outcome)
@@ -56,18 +56,18 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
                 Poll::Pending
             }
         })
-        .await
+        .await;
+        (outcome, deadline)
     }
 
     /// `get()`: checkouts until one passes the manager's check, all within
     /// one deadline.
-    pub(crate) async fn get(
-        self: Rc<Self>,
-        deadline: Option<Instant>,
-    ) -> Result<PooledConnection<M, R>, GetError> {
+    pub(crate) async fn get(self: Rc<Self>, wait: Wait) -> Result<PooledConnection<M, R>, GetError> {
+        // One clock reading for the checkout and its deadline.
         let started = self.rt.now();
+        let (conn, deadline) = self.check_out_once(started, wait).await;
+        let mut conn: Pooled<M::Connection> = conn?;
         loop {
-            let conn: Pooled<M::Connection> = self.check_out_once(deadline).await?;
             let mut guard = PooledConnection::new(self.clone(), conn);
             if !M::CHECKS {
                 return Ok(guard);
@@ -97,6 +97,11 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
                 // times out in the core, with its event.
                 None => guard.mark_broken(),
             }
+            drop(guard);
+            conn = self
+                .check_out_once(self.rt.now(), Wait::Until(deadline))
+                .await
+                .0?;
         }
     }
 }

@@ -13,7 +13,7 @@ use crate::events::Subscription;
 use crate::guard::PooledConnection;
 use crate::manager::ManageConnection;
 use crate::runtime::LocalRuntime;
-use crate::shared::Shared;
+use crate::shared::{Shared, Wait};
 
 /// A connection pool for one thread. Cloning gives another handle to the
 /// same pool; the last handle dropped closes it.
@@ -32,17 +32,11 @@ impl<M: ManageConnection, R: LocalRuntime> Pool<M, R> {
         Pool { shared }
     }
 
-    /// A connection, waiting at most the wait-queue timeout. The future
-    /// borrows nothing (spawn it if you like); dropped at any point, it
+    /// A connection, waiting at most the wait-queue timeout from its first
+    /// poll. The future borrows nothing (spawn it if you like); dropped at any point, it
     /// loses no connection and no capacity.
     pub fn get(&self) -> impl Future<Output = Result<PooledConnection<M, R>, GetError>> + 'static {
-        let deadline = {
-            let core = self.shared.core.borrow();
-            core.options()
-                .wait_queue_timeout()
-                .and_then(|t| self.shared.rt.now().checked_add(t))
-        };
-        self.shared.clone().get(deadline)
+        self.shared.clone().get(Wait::QueueTimeout)
     }
 
     /// [`get`](Self::get) with a wait of the caller's instead of the
@@ -61,7 +55,7 @@ impl<M: ManageConnection, R: LocalRuntime> Pool<M, R> {
         &self,
         deadline: Option<Instant>,
     ) -> impl Future<Output = Result<PooledConnection<M, R>, GetError>> + 'static {
-        self.shared.clone().get(deadline)
+        self.shared.clone().get(Wait::Until(deadline))
     }
 
     /// Marks the pool ready (spec: "Marking a Pool Ready").

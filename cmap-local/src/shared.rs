@@ -42,6 +42,8 @@ pub(crate) type Outcome<C> = Result<Pooled<C>, CheckOutError>;
 pub(crate) type WaiterSlot<C> = Rc<Slot<Outcome<C>>>;
 /// A checkout the core queued: its id and its slot.
 pub(crate) type QueuedCheckOut<C> = (WaiterId, WaiterSlot<C>);
+/// A checkout served at once, or queued.
+pub(crate) type CheckedOut<C> = Result<Pooled<C>, QueuedCheckOut<C>>;
 
 /// The limits the driver puts on the manager's hooks (`None`: none).
 #[derive(Clone, Copy, Debug)]
@@ -75,6 +77,14 @@ pub(crate) struct Shared<M: ManageConnection, R> {
     pub(crate) flight: Option<crate::flight::Flight>,
 }
 
+/// A checkout's deadline: the pool's wait-queue timeout from the
+/// checkout's start, or the caller's own.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Wait {
+    QueueTimeout,
+    Until(Option<Instant>),
+}
+
 /// The actions of one input, performed once the core is released.
 type Actions<C> = Vec<Action<C>>;
 
@@ -92,14 +102,19 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
         value
     }
 
-    /// A checkout: served at once, or queued with a slot of its own.
-    pub(crate) fn check_out(
-        &self,
-        deadline: Option<Instant>,
-    ) -> Result<Pooled<M::Connection>, QueuedCheckOut<M::Connection>> {
-        let now = self.rt.now();
-        let (result, actions) = {
+    /// A checkout at `now`: served at once, or queued with a slot of its
+    /// own. Its deadline is `wait`'s, or the wait-queue timeout's from
+    /// `now` (one clock reading for both).
+    pub(crate) fn check_out(&self, now: Instant, wait: Wait) -> (CheckedOut<M::Connection>, Option<Instant>) {
+        let (result, deadline, actions) = {
             let mut core = self.core.borrow_mut();
+            let deadline = match wait {
+                Wait::QueueTimeout => core
+                    .options()
+                    .wait_queue_timeout()
+                    .and_then(|t| now.checked_add(t)),
+                Wait::Until(deadline) => deadline,
+            };
             core.set_events_enabled(self.events.wanted());
             let result = match core.handle_check_out_direct(now, deadline) {
                 cmap_core::CheckOut::Ready(conn) => Ok(conn),
@@ -109,16 +124,18 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
                     Err((id, slot))
                 }
             };
-            (result, self.drain(&mut core))
+            (result, deadline, self.drain(&mut core))
         };
         self.perform(actions);
-        result
+        (result, deadline)
     }
 
     /// Step 3: the outputs, under the borrow; bookkeeping only.
     fn drain(&self, core: &mut Core<M::Connection>) -> Actions<M::Connection> {
         let mut actions = Vec::new();
-        while let Some(output) = core.poll_output() {
+        // Most inputs (a checkout served at once, a check-in nobody waits
+        // for, events off) leave nothing.
+        while let Some(output) = core.has_output().then(|| core.poll_output()).flatten() {
             match output {
                 Output::Event(event) => self.events.push(event),
                 Output::Action(action) => actions.push(action),

@@ -324,11 +324,13 @@ impl<T> PgManager<T> {
     }
 
     /// The reset setting, for the local manager.
+    #[cfg(feature = "local")]
     pub(crate) fn reset_setting(&self) -> Reset {
         self.reset
     }
 
     /// The TLS connector, for the local manager.
+    #[cfg(feature = "local")]
     pub(crate) fn tls_connector(&self) -> T
     where
         T: Clone,
