@@ -29,7 +29,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant};
 
-use cmap_core::{Action, Address, CheckOutError, ConnectionId, EstablishError, Output, Pooled, WaiterId};
+use cmap_core::{
+    Action, Address, CheckOutError, ConnectionId, EstablishError, HandOver, Output, Pooled, WaiterId,
+};
 
 use crate::events::Events;
 use crate::manager::ManageConnection;
@@ -182,24 +184,37 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
             }
         }
         for (waiter, outcome) in outcomes {
-            let slot = self.waiters.borrow_mut().remove(&waiter);
-            match (slot, outcome) {
-                (Some(slot), outcome) => slot.fill(outcome),
-                // Its future is gone (it cancelled in the same input):
-                // the connection goes back.
-                (None, Ok(conn)) => self.check_in(conn),
-                (None, Err(_)) => {}
-            }
+            self.fill(waiter, outcome);
         }
     }
 
+    /// Puts a checkout's outcome in its slot and wakes its future.
+    fn fill(&self, waiter: WaiterId, outcome: Outcome<M::Connection>) {
+        let slot = self.waiters.borrow_mut().remove(&waiter);
+        match (slot, outcome) {
+            (Some(slot), outcome) => slot.fill(outcome),
+            // Its future is gone (it cancelled in the same input): the
+            // connection goes back.
+            (None, Ok(conn)) => self.check_in(conn),
+            (None, Err(_)) => {}
+        }
+    }
+
+    /// Gives a connection back. One that goes straight to the oldest
+    /// waiter comes back from the core (`handle_check_in_direct`) rather
+    /// than as a `Deliver` action: a busy pool's hand-over then skips the
+    /// output queue and the action list. Its slot is filled after the
+    /// input's events, as any outcome.
     pub(crate) fn check_in(&self, conn: Pooled<M::Connection>) {
         self.interrupted.borrow_mut().remove(&conn.id());
-        self.input(|core, now| {
+        let handed = self.input(|core, now| {
             // `Err` only for a connection of another pool: not possible,
             // a guard goes back to its own pool.
-            let _ = core.handle_check_in(now, conn);
+            core.handle_check_in_direct(now, conn).ok().flatten()
         });
+        if let Some(HandOver { waiter, connection }) = handed {
+            self.fill(waiter, Ok(connection));
+        }
     }
 
     /// Withdraws a queued checkout whose future was dropped; a connection
