@@ -39,14 +39,14 @@ impl<M: ManageConnection, R: LocalRuntime> Pool<M, R> {
         self.shared.clone().get(Wait::QueueTimeout)
     }
 
-    /// [`get`](Self::get) with a wait of the caller's instead of the
-    /// wait-queue timeout (such as what is left of an operation's own
+    /// [`get`](Self::get) with a wait of the caller's (from the first
+    /// poll, as `get`'s) instead of the wait-queue timeout (such as what is left of an operation's own
     /// timeout); `Duration::ZERO` takes only an available connection.
     pub fn get_timeout(
         &self,
         timeout: Duration,
     ) -> impl Future<Output = Result<PooledConnection<M, R>, GetError>> + 'static {
-        self.get_until(self.shared.rt.now().checked_add(timeout))
+        self.shared.clone().get(Wait::For(timeout))
     }
 
     /// [`get`](Self::get) until `deadline` on the runtime's clock (`None`:

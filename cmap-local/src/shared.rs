@@ -84,6 +84,8 @@ pub(crate) struct Shared<M: ManageConnection, R> {
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Wait {
     QueueTimeout,
+    /// From the checkout's start (its first poll).
+    For(Duration),
     Until(Option<Instant>),
 }
 
@@ -115,6 +117,7 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
                     .options()
                     .wait_queue_timeout()
                     .and_then(|t| now.checked_add(t)),
+                Wait::For(timeout) => now.checked_add(timeout),
                 Wait::Until(deadline) => deadline,
             };
             core.set_events_enabled(self.events.wanted());

@@ -243,3 +243,64 @@ fn a_waiter_is_served_by_a_check_in_in_fifo_order() {
         assert_eq!(*order.borrow(), [0, 1, 2]);
     });
 }
+
+#[test]
+fn the_flight_recorder_records_inputs_that_replay_exactly() {
+    local(|| async {
+        let pool: LocalPool = Pool::builder()
+            .address("localhost:5432")
+            .max_pool_size(1)
+            .flight_recorder(1_000)
+            .build(manager(1))
+            .unwrap();
+        let held = pool.get().await.unwrap();
+        let error = pool.get_timeout(Duration::from_millis(5)).await.unwrap_err();
+        assert!(error.is_timeout());
+        drop(held);
+        let recording = pool.recording().expect("the recorder is on");
+        assert!(recording.inputs() >= 5, "{} inputs", recording.inputs());
+        assert_eq!(recording.incident(), None);
+        // Any origin will do: no output depends on it.
+        recording
+            .replay(std::time::Instant::now())
+            .expect("an exact replay");
+    });
+}
+
+#[test]
+fn a_callback_that_calls_the_pool_sees_events_in_order() {
+    local(|| async {
+        let names = Rc::new(RefCell::new(Vec::new()));
+        let pool = pool(2, 0);
+        let (sink, handle) = (names.clone(), pool.clone());
+        let once = std::cell::Cell::new(true);
+        let _ = pool.on_event(move |e: &Event| {
+            // A subscriber that reads the pool and, once, checks a
+            // connection out and back in from inside the callback.
+            let _ = handle.status();
+            sink.borrow_mut().push(e.name());
+            if e.name() == "ConnectionCheckedIn" && once.replace(false) {
+                let get = handle.get_timeout(Duration::ZERO);
+                tokio::task::spawn_local(async move {
+                    drop(get.await);
+                });
+            }
+        });
+        drop(pool.get().await.unwrap());
+        tokio::task::yield_now().await;
+        tokio::task::yield_now().await;
+        assert_eq!(
+            *names.borrow(),
+            [
+                "ConnectionCheckOutStarted",
+                "ConnectionCreated",
+                "ConnectionReady",
+                "ConnectionCheckedOut",
+                "ConnectionCheckedIn",
+                "ConnectionCheckOutStarted",
+                "ConnectionCheckedOut",
+                "ConnectionCheckedIn",
+            ]
+        );
+    });
+}
