@@ -13,7 +13,8 @@
 //! - Regime (b): 64 tasks, maxPoolSize 4, each holds its connection across
 //!   one `yield_now`: 60 checkouts wait at any time and every check-in hands
 //!   the connection over to the oldest of them (FIFO; bb8 is not FIFO, so
-//!   its figure is not comparable). Async pools only.
+//!   its figure is not comparable). Async pools only. For cmap-local the
+//!   64 tasks are local tasks of one thread, waiting for each other.
 //!
 //! Async runtimes run one worker thread (async-std's through
 //! `ASYNC_STD_THREAD_COUNT=1`), so that the counts do not depend on how two
@@ -112,6 +113,11 @@ fn subjects() -> Vec<Subject> {
         subject_async::<bb8::Bb8>(),
         subject_async::<deadpool::Deadpool>(),
         subject_async::<deadpool::DeadpoolStatus>(),
+        Subject {
+            name: cmap_local::NAME,
+            family: Family::Async,
+            run: |regime, n| cmap_local::cycles(regime.max(), regime.tasks(), regime == Regime::B, n),
+        },
         subject_async::<cmap_tokio::CmapTokio>(),
         subject_async::<cmap_tokio::CmapTokioEvents>(),
         subject_async::<cmap_tokio::CmapTokioChecks>(),
@@ -379,6 +385,7 @@ const TRACING_DEBUG: &str = "cmap-tokio+tracing-debug";
 const DEADPOOL_STATUS: &str = "deadpool+status";
 const BB8: &str = "bb8";
 const BLOCKING: &str = "cmap-blocking";
+const LOCAL: &str = "cmap-local";
 
 /// The ratios a row's cell shows: against deadpool and the async floor for
 /// async pools, against r2d2 and the blocking floor for blocking ones.
@@ -566,6 +573,12 @@ pub fn markdown(m: &Measured, args: &[String]) -> String {
     target("cmap-tokio (a) ≤ bb8 (a)", show(r), r.map(|r| r <= 1.0));
     let r = ratio(a(BLOCKING), a(R2D2));
     target("cmap-blocking (a) ≤ r2d2 (a)", show(r), r.map(|r| r <= 1.0));
+    let r = ratio(a(LOCAL), a(FLOOR_ASYNC));
+    target(
+        "cmap-local (a) ≤ 1.2× the async floor",
+        show(r),
+        r.map(|r| r <= 1.2),
+    );
     let command = if args.is_empty() {
         "instructions".to_owned()
     } else {

@@ -27,6 +27,7 @@ mod fleet;
 mod harness;
 mod instructions;
 mod outage;
+mod per_core;
 mod pools;
 mod report;
 mod rt;
@@ -56,6 +57,8 @@ commands:
            --out DIR writes its table into DIR/benchmarks.md
   all      sweep + spike + events + cycle + pair; with --out DIR also writes DIR/benchmarks.md
            (its generated section) and DIR/img/*.svg (`sweep` prints every figure)
+  per-core one pool per core (cmap-local, a thread each) against one shared pool (cmap-tokio),
+           checkouts/s on every core; --reps N (default 3), --measure-ms (default 500)
   list     the pools
   outage   cmap-tokio, cmap-blocking, deadpool and bb8 on PostgreSQL (127.0.0.1:5432) through a
            fault proxy that refuses, cuts, blackholes or delays; with --out DIR writes
@@ -371,6 +374,9 @@ fn run(o: &Options) -> Result<(), String> {
         }
         "cycle" => {
             println!("{}", report::cycle_table(&cycles(o)));
+        }
+        "per-core" => {
+            println!("{}", per_core::run(o.reps.max(3), o.measure));
         }
         "pair" => {
             println!("{}", report::cycle_table(&pair_cycles(o)));

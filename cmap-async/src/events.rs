@@ -234,7 +234,7 @@ impl HeldTurn<'_> {
             turn.version = version;
         }
         let subs = &*turn.subscribers;
-        let log = logging::enabled();
+        let log = logging::log_enabled();
         let panics = &*hub.panics;
         // Delivered in place (an event is not moved out to be lent).
         let batch = Emptied(&mut turn.batch);
@@ -275,7 +275,7 @@ impl EventHub {
     pub(crate) fn refresh(&self) {
         let subscribed = !lock(&self.subscribers).is_empty();
         self.wanted
-            .store(subscribed || logging::enabled(), Ordering::Relaxed);
+            .store(subscribed || logging::log_enabled(), Ordering::Relaxed);
     }
 
     /// Where an input's first event goes; the caller holds the pool's lock,

@@ -112,7 +112,7 @@ pub use error::{BuildError, ConnectTimeoutError, EstablishDroppedError, GetError
 pub use events::{EventStream, Subscription};
 pub use guard::PooledConnection;
 pub use interrupt::Interrupted;
-pub use logging::LOG_TARGET;
+pub use logging::{log_enabled, log_event, LOG_TARGET};
 pub use manager::ManageConnection;
 pub use panics::{Hook, Panicked};
 pub use pool::Pool;

@@ -23,8 +23,9 @@ use cmap_core::{CheckOutFailedReason, ClosedReason, Event};
 /// ```
 pub const LOG_TARGET: &str = "cmap::connection";
 
-/// Whether a DEBUG message for [`LOG_TARGET`] would be recorded now.
-pub(crate) fn enabled() -> bool {
+/// Whether a DEBUG message for [`LOG_TARGET`] would be recorded now: a
+/// driver asks the core for events when this or a subscriber wants them.
+pub fn log_enabled() -> bool {
     tracing::enabled!(target: LOG_TARGET, tracing::Level::DEBUG)
 }
 
@@ -32,8 +33,11 @@ fn millis(d: std::time::Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-/// Logs one event as the spec's message.
-pub(crate) fn log_event(event: &Event) {
+/// Logs one event as the spec's "Connection Pool Logging" message
+/// (target [`LOG_TARGET`], the spec's strings and fields): what every
+/// driver in this workspace calls, so the spec's logging files pass on
+/// each; a driver of its own may call it too.
+pub fn log_event(event: &Event) {
     let address = event.address();
     let host = address.host();
     let port = address.port();
@@ -274,7 +278,7 @@ mod tests {
     fn capture(events: &[Event]) -> Vec<Record_> {
         let capture = Capture::default();
         tracing::subscriber::with_default(capture.clone(), || {
-            assert!(enabled());
+            assert!(log_enabled());
             events.iter().for_each(log_event);
         });
         let records = capture.0.lock().unwrap().clone();
@@ -493,6 +497,6 @@ mod tests {
 
     #[test]
     fn off_without_a_subscriber() {
-        assert!(!enabled());
+        assert!(!log_enabled());
     }
 }

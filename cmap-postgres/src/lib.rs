@@ -86,6 +86,8 @@ compile_error!("cmap-postgres needs the `tokio` feature, the `blocking` feature,
 #[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
 pub mod blocking;
 mod error;
+#[cfg(feature = "local")]
+mod local_manager;
 #[cfg(feature = "tokio")]
 mod tokio_manager;
 

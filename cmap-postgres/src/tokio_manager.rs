@@ -229,19 +229,7 @@ where
             // session; its error reaches the client's next query.
             let _ = connection.await;
         });
-        let backend_pid =
-            crate::backend_pid_of(&client.simple_query("SELECT pg_backend_pid()").await?).unwrap_or(0);
-        if let Some(sql) = &self.init_sql {
-            client.batch_execute(sql).await?;
-        }
-        if let Some(configure) = &self.configure {
-            configure(&client).await?;
-        }
-        Ok(PgConnection {
-            client,
-            backend_pid,
-            last_used: Instant::now(),
-        })
+        self.set_up(client).await
     }
 
     /// [`PgError::kind`]: SQLSTATE class 28 is authentication, 53300 and
@@ -258,6 +246,46 @@ where
     /// [`validate_idle_after`](PgManager::validate_idle_after), a
     /// connection idle that long is asked for a round trip.
     fn check(&self, conn: &mut PgConnection) -> impl Future<Output = Result<(), PgError>> + Send {
+        self.validate(conn)
+    }
+
+    /// As [`Reset`] says.
+    fn reset(&self, conn: &mut PgConnection) -> impl Future<Output = Result<(), PgError>> + Send {
+        Self::reset_session(conn, self.reset)
+    }
+
+    /// A client that saw its socket close. Also notes when the connection
+    /// was last used, for [`validate_idle_after`](PgManager::validate_idle_after).
+    fn is_broken(&self, conn: &mut PgConnection) -> bool {
+        Self::touch_and_test(conn)
+    }
+}
+
+impl<T> PgManager<T> {
+    /// What every new session goes through once its socket task runs:
+    /// the backend pid, `init_sql`, the `configure` hook (shared by the
+    /// tokio and the cmap-local managers).
+    pub(crate) async fn set_up(&self, client: Client) -> Result<PgConnection, PgError> {
+        let backend_pid =
+            crate::backend_pid_of(&client.simple_query("SELECT pg_backend_pid()").await?).unwrap_or(0);
+        if let Some(sql) = &self.init_sql {
+            client.batch_execute(sql).await?;
+        }
+        if let Some(configure) = &self.configure {
+            configure(&client).await?;
+        }
+        Ok(PgConnection {
+            client,
+            backend_pid,
+            last_used: Instant::now(),
+        })
+    }
+
+    /// The body of `check` (see the tokio manager's).
+    pub(crate) fn validate<'a>(
+        &self,
+        conn: &'a mut PgConnection,
+    ) -> impl Future<Output = Result<(), PgError>> + Send + 'a {
         let validate = self
             .validate_idle_after
             .is_some_and(|idle| conn.last_used.elapsed() >= idle);
@@ -276,26 +304,37 @@ where
         }
     }
 
-    /// As [`Reset`] says.
-    fn reset(&self, conn: &mut PgConnection) -> impl Future<Output = Result<(), PgError>> + Send {
-        let reset = self.reset;
-        async move {
-            if reset == Reset::Nothing {
-                return Ok(());
-            }
-            rollback_if_open(&conn.client).await?;
-            if reset == Reset::DiscardAll {
-                conn.client.batch_execute("DISCARD ALL").await?;
-                conn.client.clear_type_cache();
-            }
-            Ok(())
+    /// The body of `reset` (see the tokio manager's).
+    pub(crate) async fn reset_session(conn: &mut PgConnection, reset: Reset) -> Result<(), PgError> {
+        if reset == Reset::Nothing {
+            return Ok(());
         }
+        rollback_if_open(&conn.client).await?;
+        if reset == Reset::DiscardAll {
+            conn.client.batch_execute("DISCARD ALL").await?;
+            conn.client.clear_type_cache();
+        }
+        Ok(())
     }
 
-    /// A client that saw its socket close. Also notes when the connection
-    /// was last used, for [`validate_idle_after`](PgManager::validate_idle_after).
-    fn is_broken(&self, conn: &mut PgConnection) -> bool {
+    /// The body of `is_broken` (see the tokio manager's).
+    pub(crate) fn touch_and_test(conn: &mut PgConnection) -> bool {
         conn.last_used = Instant::now();
         conn.client.is_closed()
+    }
+
+    /// The reset setting, for the local manager.
+    #[cfg(feature = "local")]
+    pub(crate) fn reset_setting(&self) -> Reset {
+        self.reset
+    }
+
+    /// The TLS connector, for the local manager.
+    #[cfg(feature = "local")]
+    pub(crate) fn tls_connector(&self) -> T
+    where
+        T: Clone,
+    {
+        self.tls.clone()
     }
 }

@@ -45,6 +45,9 @@ pub enum AdapterKind {
     Smol,
     /// `cmap-blocking`'s `ThreadRuntime` under `cmap_blocking::block_on`.
     Blocking,
+    /// `cmap-local` on tokio's current-thread runtime with a `LocalSet`
+    /// (not a cmap-async adapter: a [`Driver`](crate::Driver) of its own).
+    Local,
 }
 
 impl AdapterKind {
@@ -54,6 +57,7 @@ impl AdapterKind {
         ("async-std", AdapterKind::AsyncStd),
         ("smol", AdapterKind::Smol),
         ("blocking", AdapterKind::Blocking),
+        ("local", AdapterKind::Local),
     ];
 
     /// The adapter called `name`.
@@ -77,14 +81,15 @@ impl AdapterKind {
             AdapterKind::AsyncStd => Ok(f.call(&AsyncStdAdapter)),
             AdapterKind::Smol => Ok(f.call(&SmolAdapter)),
             AdapterKind::Blocking => Ok(f.call(&BlockingAdapter)),
+            AdapterKind::Local => Ok(f.call(&crate::local_driver::LocalDriver)),
         }
     }
 }
 
-/// A function generic over the adapter (closures cannot be).
+/// A function generic over the driver (closures cannot be).
 pub trait WithAdapter<T> {
     /// Calls it.
-    fn call<A: Adapter>(self, adapter: &A) -> T;
+    fn call<D: crate::Driver>(self, driver: &D) -> T;
 }
 
 /// `cmap-tokio`: a multi-threaded tokio runtime; tests' threads block on

@@ -18,17 +18,22 @@
 //! - [`report`]: the lines the binary prints.
 //!
 //! With `--adapter <name>` the same tests run in real time against the
-//! async pool of `cmap-async` on that runtime ([`realtime`], generic over
-//! an [`adapter::Adapter`]), and the logging tests (unified test format,
-//! [`logging_suite`]) run too.
+//! async pool of `cmap-async` on that runtime, or against cmap-local
+//! (`--adapter local`), and the logging tests (unified test format,
+//! [`logging_suite`]) run too. Both real-time engines are generic over a
+//! [`Driver`] (the conformance kit, [`driver`]): a driver built on
+//! `cmap-core` outside this workspace implements it and calls
+//! [`run_file_on`].
 //!
 //! No test is special-cased: a rule that makes a test pass belongs in the
 //! core.
 #![forbid(unsafe_code)]
 
 pub mod adapter;
+pub mod driver;
 pub mod endpoint;
 pub mod format;
+pub mod local_driver;
 pub mod log_capture;
 pub mod logging_suite;
 pub mod matcher;
@@ -48,6 +53,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 pub use adapter::Adapter;
+pub use driver::{Driver, DriverPool, PoolSpec};
 pub use format::TestFile;
 
 /// How to run tests.
@@ -151,10 +157,12 @@ pub fn run_file(path: &Path, options: &RunOptions) -> TestOutcome {
     }
 }
 
-/// Reads and runs one test file in real time on `adapter`: a CMAP-format
-/// file gives one outcome named after the file, a unified-format file
-/// (the logging tests) one per test, named `file: description`.
-pub fn run_file_on<A: Adapter>(adapter: &A, path: &Path, options: &RunOptions) -> Vec<(String, TestOutcome)> {
+/// Reads and runs one test file in real time on `driver` (a cmap-async
+/// [`Adapter`], cmap-local's [`local_driver::LocalDriver`], or a driver of
+/// your own: see [`driver`]): a CMAP-format file gives one outcome named
+/// after the file, a unified-format file (the logging tests) one per
+/// test, named `file: description`.
+pub fn run_file_on<D: Driver>(driver: &D, path: &Path, options: &RunOptions) -> Vec<(String, TestOutcome)> {
     let name = path
         .file_name()
         .unwrap_or(path.as_os_str())
@@ -165,10 +173,10 @@ pub fn run_file_on<A: Adapter>(adapter: &A, path: &Path, options: &RunOptions) -
         Err(e) => return vec![(name, TestOutcome::failed(e))],
     };
     if logging_suite::is_unified(&value) {
-        return logging_suite::run_file(adapter, &name, &value);
+        return logging_suite::run_file(driver, &name, &value);
     }
     let outcome = match TestFile::from_json(&value) {
-        Ok(test) => run_test_on(adapter, &test, options.traces(path)),
+        Ok(test) => run_test_on(driver, &test, options.traces(path)),
         Err(e) => TestOutcome::failed(e),
     };
     vec![(name, outcome)]
@@ -179,14 +187,14 @@ fn read_json(path: &Path) -> Result<Value, String> {
     serde_json::from_str(&text).map_err(|e| format!("invalid JSON: {e}"))
 }
 
-/// Runs one parsed CMAP test in real time on `adapter`, recording its
+/// Runs one parsed CMAP test in real time on `driver`, recording its
 /// trace (real times) if asked.
-pub fn run_test_on<A: Adapter>(adapter: &A, test: &TestFile, trace: bool) -> TestOutcome {
+pub fn run_test_on<D: Driver>(driver: &D, test: &TestFile, trace: bool) -> TestOutcome {
     let options = match pool_options::build(&test.pool_options) {
         Ok(options) => options,
         Err(e) => return TestOutcome::failed(e),
     };
-    let (observed, trace) = realtime::run(adapter, test, options, trace);
+    let (observed, trace) = realtime::run(driver, test, options, trace);
     TestOutcome {
         failure: observed.and_then(|o| verify::verify(test, &o)).err(),
         skipped: None,

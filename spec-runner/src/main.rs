@@ -15,9 +15,10 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use spec_runner::adapter::{Adapter, AdapterKind, WithAdapter};
+use spec_runner::adapter::{AdapterKind, WithAdapter};
 use spec_runner::replay::{replay_file, Show};
 use spec_runner::report::{self, Summary};
+use spec_runner::Driver;
 use spec_runner::{RunOptions, TestOutcome};
 
 const USAGE: &str = "usage: spec-runner [--adapter <name>] [--trace <file-substring>] <dir-or-file>...
@@ -110,10 +111,10 @@ struct RunAll<'a> {
 }
 
 impl WithAdapter<Summary> for RunAll<'_> {
-    fn call<A: Adapter>(self, adapter: &A) -> Summary {
+    fn call<D: Driver>(self, driver: &D) -> Summary {
         let mut summary = Summary::default();
         for file in self.files {
-            for (name, outcome) in spec_runner::run_file_on(adapter, file, self.options) {
+            for (name, outcome) in spec_runner::run_file_on(driver, file, self.options) {
                 print_outcome(&name, &report::named(&name, &outcome), &outcome);
                 summary.add(&outcome);
             }

@@ -1,26 +1,26 @@
-//! The real-time engine (`--adapter`): replays a CMAP test against the
-//! async pool of `cmap-async` on a real runtime, in real time, with real
-//! threads.
+//! The real-time engine (`--adapter`): replays a CMAP test against a
+//! driver's pool ([`Driver`]: every cmap-async runtime adapter, and
+//! cmap-local) in real time, with real threads.
 //!
 //! What is shared with the virtual-time engine: the parsed test
 //! (`format.rs`), its options (`pool_options.rs`, so
 //! `backgroundThreadIntervalMS` is the core's maintenance interval), the
 //! endpoint that decides each handshake (`endpoint.rs`, applied by
-//! [`SimManager`]), the JSON of events and errors (`observe.rs`) and the
+//! [`SimManager`](crate::adapter::SimManager)), the JSON of events and errors (`observe.rs`) and the
 //! assertions (`verify.rs`). What differs is only how the operations are
 //! driven:
 //!
-//! - The pool is `cmap_async::Pool` built on the adapter's runtime with
-//!   the test's options exactly (`.options()`: the core's defaults, no
-//!   reconnect backoff), paused (`start_paused`: the test's `ready`
-//!   readies it), no connect timeout (the endpoint alone decides how long
-//!   a handshake takes), and an `on_event` callback given to the builder,
-//!   so `ConnectionPoolCreated` is seen.
+//! - The pool is the driver's, built from a [`PoolSpec`]: the test's
+//!   options exactly (the core's defaults, no reconnect backoff), paused
+//!   (the test's `ready` readies it), no connect timeout (the endpoint
+//!   alone decides how long a handshake takes), and an event callback
+//!   given before it is built, so `ConnectionPoolCreated` is seen.
 //! - `blockTimeMS` is a real sleep on the runtime inside `connect()`; when
 //!   the pool aborts an establishment (a clear that interrupts, a close)
 //!   it drops that future and the sleep with it.
 //! - Each named thread is an OS thread running its operations in order; a
-//!   checkout blocks on `pool.get()` with [`Adapter::block_on`]. `wait`
+//!   checkout blocks in [`DriverPool::check_out`] (for a cmap-async
+//!   adapter, `pool.get()` under `Adapter::block_on`). `wait`
 //!   sleeps, `waitForEvent` waits on the events the callback records.
 //! - The virtual engine's rule 1 holds: when the main thread hands an
 //!   operation to a thread, it goes on only once that thread has *begun*
@@ -48,18 +48,15 @@
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::task::{Context, Poll};
 use std::thread::Scope;
 use std::time::{Duration, Instant};
 
-use cmap_async::{Event, Pool, PoolOptions, PooledConnection};
+use cmap_async::{Address, Event, PoolOptions};
 use serde_json::Value;
 
-use crate::adapter::{Adapter, SimManager};
+use crate::driver::{Driver, DriverPool, PoolSpec};
 use crate::endpoint::Endpoint;
 use crate::format::{OpKind, Operation, TestFile};
 use crate::observe::{event_json, RaisedError};
@@ -67,7 +64,7 @@ use crate::trace::{millis, Trace};
 use crate::verify::{verify, Observed};
 
 /// The pool's address, as in the virtual engine.
-const ADDRESS: &str = "localhost:27017";
+const ADDRESS: (&str, u16) = ("localhost", 27017);
 /// How long a thread may take to begin an operation handed to it.
 pub const HANDOFF_LIMIT: Duration = Duration::from_secs(5);
 /// How long a `waitForEvent` without a timeout, or a `waitForThread`, may
@@ -93,34 +90,30 @@ pub(crate) fn after(d: Duration) -> Instant {
         .unwrap_or(start + Duration::from_secs(86_400))
 }
 
-type Manager<A> = SimManager<<A as Adapter>::Runtime>;
-
-/// Runs `test` in real time on `adapter`. Returns what it observed, or why
+/// Runs `test` in real time on `driver`. Returns what it observed, or why
 /// the run itself failed, plus the trace lines (empty unless `trace`),
 /// whose times are real.
-pub fn run<A: Adapter>(
-    adapter: &A,
+pub fn run<D: Driver>(
+    driver: &D,
     test: &TestFile,
     options: PoolOptions,
     trace: bool,
 ) -> (Result<Observed, String>, Vec<String>) {
     let board = Arc::new(Board::new(trace));
     let endpoint = Arc::new(Mutex::new(Endpoint::new(test.fail_point.clone())));
-    let rt = adapter.runtime();
     let events = board.clone();
-    let built = Pool::builder()
-        .address(ADDRESS)
-        .options(options)
-        .start_paused(true)
-        .connect_timeout(None)
-        .on_event(move |event| events.event(event))
-        .build_on(SimManager::new(endpoint, rt.clone()), rt);
+    let built = driver.build(PoolSpec {
+        address: Address::new(ADDRESS.0, ADDRESS.1),
+        options,
+        connect_timeout: None,
+        endpoint,
+        on_event: Arc::new(move |event| events.event(event)),
+    });
     let pool = match built {
         Ok(pool) => pool,
-        Err(e) => return (Err(format!("cannot build the pool: {e}")), Vec::new()),
+        Err(e) => return (Err(e), Vec::new()),
     };
     let run = Run {
-        adapter,
         pool,
         board: board.clone(),
         conns: Mutex::new(Conns {
@@ -285,16 +278,15 @@ impl State {
 /// check in (no label, or a label reused): kept checked out to the end, as
 /// the virtual engine counts them in use for good (dropping a guard would
 /// check it in).
-struct Conns<M: cmap_async::ManageConnection> {
-    labels: BTreeMap<String, PooledConnection<'static, M>>,
-    kept: Vec<PooledConnection<'static, M>>,
+struct Conns<C> {
+    labels: BTreeMap<String, C>,
+    kept: Vec<C>,
 }
 
-struct Run<'a, A: Adapter> {
-    adapter: &'a A,
-    pool: Pool<Manager<A>, A::Runtime>,
+struct Run<P: DriverPool> {
+    pool: P,
     board: Arc<Board>,
-    conns: Mutex<Conns<Manager<A>>>,
+    conns: Mutex<Conns<P::Conn>>,
 }
 
 /// Marks the operation of a named thread begun, once.
@@ -317,26 +309,7 @@ impl Begun<'_> {
     }
 }
 
-/// Polls `future` and marks the operation begun after its first poll: a
-/// checkout is then queued in the pool, or already served.
-struct FirstPoll<'a, F> {
-    future: Pin<Box<F>>,
-    begun: Option<&'a Begun<'a>>,
-}
-
-impl<F: Future> Future for FirstPoll<'_, F> {
-    type Output = F::Output;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let poll = self.future.as_mut().poll(cx);
-        if let Some(begun) = self.begun.take() {
-            begun.mark();
-        }
-        poll
-    }
-}
-
-impl<'a, A: Adapter> Run<'a, A> {
+impl<P: DriverPool> Run<P> {
     /// Runs the main thread's operations. Returns its error, if it raised
     /// one (it stops there), or why the run failed.
     fn main_thread<'scope>(
@@ -552,28 +525,21 @@ impl<'a, A: Adapter> Run<'a, A> {
                     _ => {}
                 }
             }
-            OpKind::CheckOut { label } => {
-                let get = FirstPoll {
-                    future: Box::pin(self.pool.get_owned()),
-                    begun: Some(begun),
-                };
-                match self.adapter.block_on(get) {
-                    Ok(conn) => {
-                        let id = conn.connection_id();
-                        self.board.note(who, || format!("{who} got connection {id}"));
-                        let mut conns = lock(&self.conns);
-                        match label {
-                            Some(label) => {
-                                if let Some(old) = conns.labels.insert(label.clone(), conn) {
-                                    conns.kept.push(old);
-                                }
+            OpKind::CheckOut { label } => match self.pool.check_out(&|| begun.mark()) {
+                Ok((id, conn)) => {
+                    self.board.note(who, || format!("{who} got connection {id}"));
+                    let mut conns = lock(&self.conns);
+                    match label {
+                        Some(label) => {
+                            if let Some(old) = conns.labels.insert(label.clone(), conn) {
+                                conns.kept.push(old);
                             }
-                            None => conns.kept.push(conn),
                         }
+                        None => conns.kept.push(conn),
                     }
-                    Err(e) => return Ok(Some(RaisedError::from_get_error(&e))),
                 }
-            }
+                Err(e) => return Ok(Some(RaisedError::from_get_error(&e))),
+            },
             OpKind::CheckIn { connection } => {
                 let conn = lock(&self.conns).labels.remove(connection).ok_or_else(|| {
                     format!("`{text}`: no checked-out connection is labelled {connection:?}")

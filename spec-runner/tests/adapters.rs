@@ -1,5 +1,6 @@
 //! The official tests in real time against every runtime adapter
-//! (`--adapter`: tokio, async-std, smol, blocking): the CMAP-format files,
+//! (`--adapter`: tokio, async-std, smol, blocking) and against cmap-local
+//! (`--adapter local`, a driver of the kit's own): the CMAP-format files,
 //! and the logging files (unified format). The folders are found as `tests/spec_suite.rs` finds them:
 //! `CMAP_SPEC_TESTS`, or else `../shared/spec-tests/cmap-format` beside the
 //! workspace; the logging folder is `CMAP_SPEC_LOGGING_TESTS`, or else the
@@ -18,8 +19,10 @@ mod spec_files;
 use std::path::Path;
 
 use serde_json::{json, Value};
-use spec_runner::adapter::{Adapter, AsyncStdAdapter, BlockingAdapter, SmolAdapter, TokioAdapter};
+use spec_runner::adapter::{AsyncStdAdapter, BlockingAdapter, SmolAdapter, TokioAdapter};
+use spec_runner::local_driver::LocalDriver;
 use spec_runner::report::{self, Summary};
+use spec_runner::Driver;
 use spec_runner::{RunOptions, TestFile};
 
 /// Found: both folders hold test files. Missing: fails under CI, else
@@ -37,14 +40,14 @@ fn official_spec_files_found_or_tests_skipped() {
 
 /// Runs every file of `dir` on `adapter`; returns the report lines, the
 /// failures and the totals.
-fn run_dir<A: Adapter>(adapter: &A, dir: &Path) -> (Vec<String>, Vec<String>, Summary) {
+fn run_dir<D: Driver>(driver: &D, dir: &Path) -> (Vec<String>, Vec<String>, Summary) {
     let mut lines = Vec::new();
     let mut failures = Vec::new();
     let mut summary = Summary::default();
     for path in spec_runner::test_files(dir).unwrap() {
-        for (name, outcome) in spec_runner::run_file_on(adapter, &path, &RunOptions::default()) {
+        for (name, outcome) in spec_runner::run_file_on(driver, &path, &RunOptions::default()) {
             let line = report::named(&name, &outcome);
-            println!("[{}] {line}", adapter.name());
+            println!("[{}] {line}", driver.driver_name());
             if outcome.is_failed() {
                 failures.push(line.clone());
             }
@@ -52,15 +55,15 @@ fn run_dir<A: Adapter>(adapter: &A, dir: &Path) -> (Vec<String>, Vec<String>, Su
             lines.push(line);
         }
     }
-    println!("[{}] {summary}", adapter.name());
+    println!("[{}] {summary}", driver.driver_name());
     (lines, failures, summary)
 }
 
-fn cmap_format_passes<A: Adapter>(adapter: &A) {
+fn cmap_format_passes<D: Driver>(driver: &D) {
     let Some(dir) = spec_files::cmap_format() else {
         return;
     };
-    let (lines, failures, summary) = run_dir(adapter, &dir);
+    let (lines, failures, summary) = run_dir(driver, &dir);
     assert!(!lines.is_empty());
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert_eq!(summary.skipped, 0, "{lines:#?}");
@@ -69,15 +72,19 @@ fn cmap_format_passes<A: Adapter>(adapter: &A) {
 /// Every logging test passes or is skipped (the tests whose client sets a
 /// pool option the CMAP spec deprecated and forbids, reported as `SKIP`);
 /// none fails.
-fn logging_passes<A: Adapter>(adapter: &A) {
+fn logging_passes<D: Driver>(driver: &D) {
     let Some(dir) = spec_files::logging() else {
         return;
     };
-    let (lines, failures, summary) = run_dir(adapter, &dir);
+    let (lines, failures, summary) = run_dir(driver, &dir);
     assert!(summary.passed > 0, "{lines:#?}");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert_eq!(summary.failed, 0);
-    println!("[{}] {} logging tests skipped", adapter.name(), summary.skipped);
+    println!(
+        "[{}] {} logging tests skipped",
+        driver.driver_name(),
+        summary.skipped
+    );
 }
 
 #[test]
@@ -101,6 +108,11 @@ fn every_cmap_format_test_passes_on_blocking_in_real_time() {
 }
 
 #[test]
+fn every_cmap_format_test_passes_on_cmap_local_in_real_time() {
+    cmap_format_passes(&LocalDriver);
+}
+
+#[test]
 fn the_logging_tests_pass_on_tokio() {
     logging_passes(&TokioAdapter::new().unwrap());
 }
@@ -118,6 +130,11 @@ fn the_logging_tests_pass_on_smol() {
 #[test]
 fn the_logging_tests_pass_on_blocking() {
     logging_passes(&BlockingAdapter);
+}
+
+#[test]
+fn the_logging_tests_pass_on_cmap_local() {
+    logging_passes(&LocalDriver);
 }
 
 fn outcome(v: Value) -> spec_runner::TestOutcome {

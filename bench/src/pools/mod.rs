@@ -13,6 +13,7 @@ pub mod bb8;
 pub mod cmap_async;
 pub mod cmap_async_std;
 pub mod cmap_blocking;
+pub mod cmap_local;
 pub mod cmap_tokio;
 pub mod deadpool;
 pub mod floor_async;

@@ -7,10 +7,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use cmap_async::{Address, Pool, PoolOptions, Runtime};
+use cmap_async::{Address, PoolOptions};
 use serde_json::{Map, Value};
 
-use crate::adapter::{Adapter, SharedEndpoint, SimManager};
+use crate::adapter::SharedEndpoint;
+use crate::driver::{Driver, DriverPool, PoolSpec};
 use crate::log_capture::{next_port, LogSink};
 use crate::observe::event_json;
 
@@ -19,8 +20,8 @@ use super::json::{array, obj, only, string};
 use super::log_messages::severity;
 use super::IGNORED_URI_OPTIONS;
 
-pub(super) struct Client<R: Runtime> {
-    pub(super) pool: Pool<SimManager<R>, R>,
+pub(super) struct Client<P> {
+    pub(super) pool: P,
     pub(super) events: Arc<ClientEvents>,
     /// The core's names of the CMAP events it observes.
     pub(super) observed: BTreeSet<&'static str>,
@@ -31,15 +32,15 @@ pub(super) struct Client<R: Runtime> {
     pub(super) sessions_used: bool,
 }
 
-pub(super) struct TestRun<'a, A: Adapter> {
-    pub(super) adapter: &'a A,
+pub(super) struct TestRun<'a, D: Driver + 'a> {
+    pub(super) driver: &'a D,
     pub(super) endpoint: SharedEndpoint,
-    pub(super) clients: BTreeMap<String, Client<A::Runtime>>,
+    pub(super) clients: BTreeMap<String, Client<D::Pool<'a>>>,
     /// Database entities and their clients.
     pub(super) databases: BTreeMap<String, String>,
 }
 
-impl<A: Adapter> TestRun<'_, A> {
+impl<'a, D: Driver> TestRun<'a, D> {
     pub(super) fn create_entities(&mut self, entities: &[Value]) -> Result<(), String> {
         for entity in entities {
             let e = obj(entity, "an entity")?;
@@ -116,20 +117,19 @@ impl<A: Adapter> TestRun<'_, A> {
         let logs = LogSink::register(port)?;
         let events = Arc::new(ClientEvents::default());
         let sink = events.clone();
-        let rt = self.adapter.runtime();
-        let mut builder = Pool::builder()
-            .address(Address::new("localhost", port))
-            .options(options)
-            .start_paused(true)
-            .on_event(move |event| {
-                sink.lock().push(event_json(event));
-                sink.changed.notify_all();
-            });
-        if let Some(timeout) = connect_timeout {
-            builder = builder.connect_timeout(timeout);
-        }
-        let pool = builder
-            .build_on(SimManager::new(self.endpoint.clone(), rt.clone()), rt)
+        let pool = self
+            .driver
+            .build(PoolSpec {
+                address: Address::new("localhost", port),
+                options,
+                // The driver's default unless the client sets one (0: none).
+                connect_timeout: connect_timeout.unwrap_or(Some(cmap_async::DEFAULT_CONNECT_TIMEOUT)),
+                endpoint: self.endpoint.clone(),
+                on_event: Arc::new(move |event| {
+                    sink.lock().push(event_json(event));
+                    sink.changed.notify_all();
+                }),
+            })
             .map_err(|e| format!("client {id}: {e}"))?;
         // The client's first server check marks its pool ready.
         pool.ready().map_err(|e| format!("client {id}: {e}"))?;
@@ -147,7 +147,7 @@ impl<A: Adapter> TestRun<'_, A> {
         Ok(())
     }
 
-    pub(super) fn client(&self, id: &str) -> Result<&Client<A::Runtime>, String> {
+    pub(super) fn client(&self, id: &str) -> Result<&Client<D::Pool<'a>>, String> {
         self.clients
             .get(id)
             .ok_or_else(|| format!("no client entity {id}"))

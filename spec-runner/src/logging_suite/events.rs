@@ -4,10 +4,9 @@
 
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
-use cmap_async::Runtime;
 use serde_json::Value;
 
-use crate::adapter::Adapter;
+use crate::driver::Driver;
 
 use super::entities::{Client, TestRun};
 use super::json::{array, first_key, obj, only, string};
@@ -50,7 +49,7 @@ impl ClientEvents {
         self.list.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
-impl<R: Runtime> Client<R> {
+impl<P> Client<P> {
     /// Its observed events matching `expected` (an expectedEvent).
     pub(super) fn count(&self, expected: &Value) -> Result<usize, String> {
         self.count_in(&self.events.lock(), expected)
@@ -75,7 +74,7 @@ impl<R: Runtime> Client<R> {
         Ok(n)
     }
 }
-impl<A: Adapter> TestRun<'_, A> {
+impl<D: Driver> TestRun<'_, D> {
     pub(super) fn expect_events(&self, expect: Option<&Value>) -> Result<(), String> {
         let Some(expect) = expect else { return Ok(()) };
         for entry in expect.as_array().ok_or("expectEvents must be an array")? {

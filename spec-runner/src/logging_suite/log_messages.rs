@@ -6,14 +6,14 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::adapter::Adapter;
+use crate::driver::Driver;
 use crate::log_capture::LogRecord;
 use crate::unified_matcher::matches_root;
 
 use super::entities::TestRun;
 use super::json::{array, obj, only, string};
 
-impl<A: Adapter> TestRun<'_, A> {
+impl<D: Driver> TestRun<'_, D> {
     pub(super) fn expect_log_messages(&self, expect: Option<&Value>) -> Result<(), String> {
         let Some(expect) = expect else { return Ok(()) };
         for entry in expect.as_array().ok_or("expectLogMessages must be an array")? {

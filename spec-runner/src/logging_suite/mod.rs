@@ -43,7 +43,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use crate::adapter::Adapter;
+use crate::driver::Driver;
 use crate::endpoint::Endpoint;
 use crate::TestOutcome;
 
@@ -84,7 +84,7 @@ pub fn is_unified(value: &Value) -> bool {
 /// Runs every test of a unified-format file on `adapter`: one outcome per
 /// test, named `<file>: <description>` (one for the file if it cannot be
 /// read).
-pub fn run_file<A: Adapter>(adapter: &A, file: &str, doc: &Value) -> Vec<(String, TestOutcome)> {
+pub fn run_file<D: Driver>(driver: &D, file: &str, doc: &Value) -> Vec<(String, TestOutcome)> {
     let parsed = match TestFileU::parse(doc) {
         Ok(parsed) => parsed,
         Err(e) => return vec![(file.to_owned(), TestOutcome::failed(e))],
@@ -103,7 +103,7 @@ pub fn run_file<A: Adapter>(adapter: &A, file: &str, doc: &Value) -> Vec<(String
                     "uses {option}, a deprecated pool option the CMAP spec says MUST NOT be \
                      implemented (Deprecated Options)"
                 )),
-                None => match run_test(adapter, &parsed, test) {
+                None => match run_test(driver, &parsed, test) {
                     Ok(()) => TestOutcome::pass(),
                     Err(why) => TestOutcome::failed(why),
                 },
@@ -188,7 +188,7 @@ impl<'v> TestFileU<'v> {
     }
 }
 
-fn run_test<A: Adapter>(adapter: &A, file: &TestFileU<'_>, test: &Value) -> Result<(), String> {
+fn run_test<D: Driver>(driver: &D, file: &TestFileU<'_>, test: &Value) -> Result<(), String> {
     let t = obj(test, "a test")?;
     only(
         t,
@@ -218,7 +218,7 @@ fn run_test<A: Adapter>(adapter: &A, file: &TestFileU<'_>, test: &Value) -> Resu
     }
     let operations = array(t, "operations", "a test")?.ok_or("a test needs operations")?;
     let mut run = TestRun {
-        adapter,
+        driver,
         endpoint: Arc::new(Mutex::new(Endpoint::new(None))),
         clients: BTreeMap::new(),
         databases: BTreeMap::new(),

@@ -10,7 +10,7 @@ use std::time::Duration;
 use cmap_async::GetError;
 use serde_json::{Map, Value};
 
-use crate::adapter::Adapter;
+use crate::driver::{Driver, DriverPool};
 use crate::endpoint::{Endpoint, EndpointError};
 use crate::format::FailPoint;
 use crate::observe::RaisedError;
@@ -52,7 +52,7 @@ impl OpError {
         }
     }
 }
-impl<A: Adapter> TestRun<'_, A> {
+impl<D: Driver> TestRun<'_, D> {
     pub(super) fn operation(&mut self, op: &Value) -> Result<(), String> {
         let o = obj(op, "an operation")?;
         only(
@@ -245,14 +245,13 @@ impl<A: Adapter> TestRun<'_, A> {
                  simulated endpoint answers handshakes only"
             ));
         }
-        let adapter = self.adapter;
         let c = self
             .clients
             .get_mut(client)
             .ok_or_else(|| format!("no client entity {client}"))?;
         c.sessions_used = true;
-        Ok(match adapter.block_on(c.pool.get()) {
-            Ok(conn) => {
+        Ok(match c.pool.check_out(&|| {}) {
+            Ok((_, conn)) => {
                 drop(conn);
                 Ok(())
             }

@@ -1,0 +1,82 @@
+//! Events to subscribers, in the core's order, outside every borrow of the
+//! core: an input queues its events, and the outermost delivery on the
+//! stack sends them all, so that a callback that calls into the pool has
+//! its own input's events sent after the ones before them.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+use cmap_core::Event;
+
+use cmap_async::{log_enabled, log_event};
+
+type Callback = Rc<dyn Fn(&Event)>;
+
+/// A subscription made by [`Pool::on_event`](crate::Pool::on_event), to
+/// give to [`Pool::unsubscribe`](crate::Pool::unsubscribe).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Subscription(u64);
+
+#[derive(Default)]
+pub(crate) struct Events {
+    subscribers: RefCell<Vec<(u64, Callback)>>,
+    next: Cell<u64>,
+    queue: RefCell<VecDeque<Event>>,
+    delivering: Cell<bool>,
+}
+
+/// Clears `delivering` even when a callback panics.
+struct Turn<'a>(&'a Cell<bool>);
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.0.set(false);
+    }
+}
+
+impl Events {
+    pub(crate) fn subscribe(&self, callback: Callback) -> Subscription {
+        let id = self.next.get();
+        self.next.set(id + 1);
+        self.subscribers.borrow_mut().push((id, callback));
+        Subscription(id)
+    }
+
+    pub(crate) fn unsubscribe(&self, subscription: Subscription) {
+        self.subscribers
+            .borrow_mut()
+            .retain(|(id, _)| *id != subscription.0);
+    }
+
+    /// Whether anyone reads events: the core builds none otherwise.
+    pub(crate) fn wanted(&self) -> bool {
+        !self.subscribers.borrow().is_empty() || log_enabled()
+    }
+
+    pub(crate) fn push(&self, event: Event) {
+        self.queue.borrow_mut().push_back(event);
+    }
+
+    /// Sends the queued events, unless a delivery further up the stack
+    /// (a callback's own input) is already sending them.
+    pub(crate) fn deliver(&self) {
+        if self.delivering.get() || self.queue.borrow().is_empty() {
+            return;
+        }
+        self.delivering.set(true);
+        let _turn = Turn(&self.delivering);
+        loop {
+            let Some(event) = self.queue.borrow_mut().pop_front() else {
+                return;
+            };
+            log_event(&event);
+            // A copy of the list: a callback may subscribe or unsubscribe.
+            let subscribers: Vec<Callback> =
+                self.subscribers.borrow().iter().map(|(_, c)| c.clone()).collect();
+            for callback in subscribers {
+                callback(&event);
+            }
+        }
+    }
+}

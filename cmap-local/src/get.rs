@@ -1,0 +1,107 @@
+//! `get()`: one checkout, its deadline, its check, and what a dropped
+//! future leaves behind (nothing: a queued checkout is withdrawn, a
+//! connection already in its slot goes back).
+
+use std::future::poll_fn;
+use std::rc::Rc;
+use std::task::Poll;
+use std::time::Instant;
+
+use cmap_async::GetError;
+use cmap_core::{Pooled, WaiterId};
+
+use crate::guard::PooledConnection;
+use crate::manager::ManageConnection;
+use crate::runtime::LocalRuntime;
+use crate::shared::{Outcome, Shared, Wait};
+use crate::signal::Slot;
+
+/// A queued checkout; withdrawn if dropped before its outcome is taken.
+struct Queued<'a, M: ManageConnection, R: LocalRuntime> {
+    pool: &'a Shared<M, R>,
+    waiter: WaiterId,
+    slot: Rc<Slot<Outcome<M::Connection>>>,
+    done: bool,
+}
+
+impl<M: ManageConnection, R: LocalRuntime> Drop for Queued<'_, M, R> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.pool.cancel(self.waiter, &self.slot);
+        }
+    }
+}
+
+impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
+    /// One checkout through the core: served at once, or queued until its
+    /// slot is filled (the core fails it at its deadline).
+    async fn check_out_once(&self, now: Instant, wait: Wait) -> (Outcome<M::Connection>, Option<Instant>) {
+        let ((waiter, slot), deadline) = match self.check_out(now, wait) {
+            (Ok(conn), deadline) => return (Ok(conn), deadline),
+            (Err(queued), deadline) => (queued, deadline),
+        };
+        let mut queued = Queued {
+            pool: self,
+            waiter,
+            slot,
+            done: false,
+        };
+        let outcome = poll_fn(|cx| match queued.slot.take() {
+            Some(outcome) => {
+                queued.done = true;
+                Poll::Ready(outcome)
+            }
+            None => {
+                queued.slot.register(cx.waker());
+                Poll::Pending
+            }
+        })
+        .await;
+        (outcome, deadline)
+    }
+
+    /// `get()`: checkouts until one passes the manager's check, all within
+    /// one deadline.
+    pub(crate) async fn get(self: Rc<Self>, wait: Wait) -> Result<PooledConnection<M, R>, GetError> {
+        // One clock reading for the checkout and its deadline.
+        let started = self.rt.now();
+        let (conn, deadline) = self.check_out_once(started, wait).await;
+        let mut conn: Pooled<M::Connection> = conn?;
+        loop {
+            let mut guard = PooledConnection::new(self.clone(), conn);
+            if !M::CHECKS {
+                return Ok(guard);
+            }
+            let check = self.manager.check(&mut guard, deadline);
+            let checked = match deadline {
+                Some(deadline) => {
+                    let timed_out = async {
+                        self.rt.sleep_until(deadline).await;
+                        None
+                    };
+                    futures_lite::future::or(async { Some(check.await) }, timed_out).await
+                }
+                None => Some(check.await),
+            };
+            match checked {
+                Some(Ok(())) => return Ok(guard),
+                Some(Err(error)) => {
+                    guard.mark_broken();
+                    // Made for this very checkout: a new one would fail
+                    // the same way.
+                    if guard.created_at() >= started {
+                        return Err(GetError::CheckFailed(std::sync::Arc::new(error)));
+                    }
+                }
+                // The deadline passed during the check: the next checkout
+                // times out in the core, with its event.
+                None => guard.mark_broken(),
+            }
+            drop(guard);
+            conn = self
+                .check_out_once(self.rt.now(), Wait::Until(deadline))
+                .await
+                .0?;
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! The pool handle: `Rc`-shared, cloned freely on its thread, closed when
+//! the last handle is dropped.
+
+use std::future::Future;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use cmap_async::GetError;
+use cmap_core::{Address, Clear, Event, PoolState, Stats, Status, UsageError};
+
+use crate::builder::PoolBuilder;
+use crate::events::Subscription;
+use crate::guard::PooledConnection;
+use crate::manager::ManageConnection;
+use crate::runtime::LocalRuntime;
+use crate::shared::{Shared, Wait};
+
+/// A connection pool for one thread. Cloning gives another handle to the
+/// same pool; the last handle dropped closes it.
+pub struct Pool<M: ManageConnection, R: LocalRuntime> {
+    shared: Rc<Shared<M, R>>,
+}
+
+impl<M: ManageConnection, R: LocalRuntime> Pool<M, R> {
+    /// A builder with the defaults every adapter shares (see
+    /// [`PoolBuilder`]).
+    pub fn builder() -> PoolBuilder<M, R> {
+        PoolBuilder::new()
+    }
+
+    pub(crate) fn from_shared(shared: Rc<Shared<M, R>>) -> Self {
+        Pool { shared }
+    }
+
+    /// A connection, waiting at most the wait-queue timeout from its first
+    /// poll. The future borrows nothing (spawn it if you like); dropped at any point, it
+    /// loses no connection and no capacity.
+    pub fn get(&self) -> impl Future<Output = Result<PooledConnection<M, R>, GetError>> + 'static {
+        self.shared.clone().get(Wait::QueueTimeout)
+    }
+
+    /// [`get`](Self::get) with a wait of the caller's (from the first
+    /// poll, as `get`'s) instead of the wait-queue timeout (such as what is left of an operation's own
+    /// timeout); `Duration::ZERO` takes only an available connection.
+    pub fn get_timeout(
+        &self,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<PooledConnection<M, R>, GetError>> + 'static {
+        self.shared.clone().get(Wait::For(timeout))
+    }
+
+    /// [`get`](Self::get) until `deadline` on the runtime's clock (`None`:
+    /// no limit).
+    pub fn get_until(
+        &self,
+        deadline: Option<Instant>,
+    ) -> impl Future<Output = Result<PooledConnection<M, R>, GetError>> + 'static {
+        self.shared.clone().get(Wait::Until(deadline))
+    }
+
+    /// Marks the pool ready (spec: "Marking a Pool Ready").
+    ///
+    /// # Errors
+    ///
+    /// The pool is closed.
+    pub fn ready(&self) -> Result<(), UsageError> {
+        self.shared.input(|core, now| core.handle_ready(now))
+    }
+
+    /// Clears the pool (spec: "Clearing a Connection Pool"): it pauses,
+    /// its connections go stale, every queued checkout fails with a
+    /// retryable `PoolClearedError`; with `interrupt_in_use`, the
+    /// connections in use are interrupted too.
+    ///
+    /// # Errors
+    ///
+    /// Misuse the core refuses (a load-balanced pool needs a service id:
+    /// [`clear_with`](Self::clear_with)).
+    pub fn clear(&self, interrupt_in_use: bool) -> Result<(), UsageError> {
+        self.clear_with(Clear {
+            interrupt_in_use,
+            ..Clear::default()
+        })
+    }
+
+    /// [`clear`](Self::clear) with all the core's settings.
+    ///
+    /// # Errors
+    ///
+    /// As [`clear`](Self::clear).
+    pub fn clear_with(&self, clear: Clear) -> Result<(), UsageError> {
+        self.shared.input(|core, now| core.handle_clear(now, clear))
+    }
+
+    /// Closes the pool: idle connections closed, queued checkouts failed,
+    /// connections in use closed when they come back.
+    pub fn close(&self) {
+        self.shared.input(|core, now| core.handle_close(now));
+        self.shared.timer.fire();
+    }
+
+    /// Calls `callback` with every event, in the core's order, on this
+    /// thread, outside every borrow of the pool (it may call the pool).
+    pub fn on_event(&self, callback: impl Fn(&Event) + 'static) -> Subscription {
+        self.shared.events.subscribe(Rc::new(callback))
+    }
+
+    /// Ends a subscription made by [`on_event`](Self::on_event).
+    pub fn unsubscribe(&self, subscription: Subscription) {
+        self.shared.events.unsubscribe(subscription);
+    }
+
+    /// Connection counts and the wait queue's length now.
+    pub fn status(&self) -> Status {
+        self.shared.core.borrow().status()
+    }
+
+    /// The counters since the pool was built.
+    pub fn stats(&self) -> Stats {
+        self.shared.core.borrow().stats()
+    }
+
+    /// Paused, ready or closed.
+    pub fn state(&self) -> PoolState {
+        self.shared.core.borrow().state()
+    }
+
+    /// The server's address, as events and logs give it.
+    pub fn address(&self) -> &Address {
+        &self.shared.address
+    }
+
+    /// The flight recorder's recording so far (the builder's
+    /// `flight_recorder`), for `spec-runner replay`; `None` when off.
+    #[cfg(feature = "recorder")]
+    pub fn recording(&self) -> Option<cmap_core::Recording> {
+        self.shared.core.borrow().recording()
+    }
+}
+
+impl<M: ManageConnection, R: LocalRuntime> Clone for Pool<M, R> {
+    fn clone(&self) -> Self {
+        self.shared.handles.set(self.shared.handles.get() + 1);
+        Pool {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<M: ManageConnection, R: LocalRuntime> Drop for Pool<M, R> {
+    fn drop(&mut self) {
+        let left = self.shared.handles.get() - 1;
+        self.shared.handles.set(left);
+        if left == 0 {
+            self.close();
+        }
+    }
+}
+
+impl<M: ManageConnection, R: LocalRuntime> std::fmt::Debug for Pool<M, R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("address", &self.shared.address)
+            .field("status", &self.status())
+            .finish_non_exhaustive()
+    }
+}

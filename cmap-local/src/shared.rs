@@ -1,0 +1,320 @@
+//! One pool's state and the one way its core is driven.
+//!
+//! # The input cycle
+//!
+//! Every input (a checkout, a guard given back, a connect that finished,
+//! a clear, the timer) goes through [`Shared::input`]:
+//!
+//! 1. read the runtime's clock;
+//! 2. borrow the core, switch its events on or off (on while anyone
+//!    subscribes or DEBUG logging is on), call one `handle_*`;
+//! 3. drain `poll_output` until `None`: events into the delivery queue,
+//!    actions into a local list; a checkout the core queued gets its slot
+//!    here, before any outcome for it can be performed; note whether the
+//!    core's next deadline moved earlier than the timer's;
+//! 4. release the core, wake the timer if it must re-arm;
+//! 5. deliver the events (`events.rs`), then perform the actions: spawn
+//!    establishments, fire aborts, drop closed connections, note
+//!    interruptions, and last fill the slots of the checkouts served or
+//!    failed, so that a checkout returns after its events, as the spec
+//!    emits them first.
+//!
+//! No user code runs while the core is borrowed; an action that needs a
+//! new input (a connection delivered to a checkout whose future is gone)
+//! runs it after the borrow is released. Nothing is locked: the pool lives
+//! on one thread (`Rc`, `RefCell`, `Cell`).
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::{Rc, Weak};
+use std::time::{Duration, Instant};
+
+use cmap_core::{
+    Action, Address, CheckOutError, ConnectionId, EstablishError, HandOver, Output, Pooled, WaiterId,
+};
+
+use crate::events::Events;
+use crate::manager::ManageConnection;
+use crate::runtime::LocalRuntime;
+use crate::signal::{Signal, Slot};
+
+pub(crate) type Core<C> = cmap_core::Pool<C>;
+pub(crate) type Outcome<C> = Result<Pooled<C>, CheckOutError>;
+/// Where a queued checkout's outcome lands.
+pub(crate) type WaiterSlot<C> = Rc<Slot<Outcome<C>>>;
+/// A checkout the core queued: its id and its slot.
+pub(crate) type QueuedCheckOut<C> = (WaiterId, WaiterSlot<C>);
+/// A checkout served at once, or queued.
+pub(crate) type CheckedOut<C> = Result<Pooled<C>, QueuedCheckOut<C>>;
+
+/// The limits the driver puts on the manager's hooks (`None`: none).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Timeouts {
+    pub(crate) connect: Option<Duration>,
+    pub(crate) reset: Option<Duration>,
+}
+
+pub(crate) struct Shared<M: ManageConnection, R> {
+    pub(crate) me: Weak<Self>,
+    pub(crate) core: RefCell<Core<M::Connection>>,
+    pub(crate) manager: Rc<M>,
+    pub(crate) rt: R,
+    pub(crate) address: Address,
+    pub(crate) timeouts: Timeouts,
+    /// Queued checkouts, by the core's waiter id.
+    pub(crate) waiters: RefCell<BTreeMap<WaiterId, WaiterSlot<M::Connection>>>,
+    /// Connections being established, and the switch that stops each.
+    pub(crate) establishing: RefCell<BTreeMap<ConnectionId, Rc<Signal>>>,
+    /// In-use connections the core interrupted (spec:
+    /// interruptInUseConnections); given back as they are.
+    pub(crate) interrupted: RefCell<BTreeSet<ConnectionId>>,
+    pub(crate) events: Events,
+    /// Wakes the timer task: the core's deadline moved earlier, or closed.
+    pub(crate) timer: Rc<Signal>,
+    /// The deadline the timer task sleeps until.
+    pub(crate) armed: Cell<Option<Instant>>,
+    /// Live `Pool` handles; the last one dropped closes the pool.
+    pub(crate) handles: Cell<usize>,
+    #[cfg(feature = "recorder")]
+    pub(crate) flight: Option<crate::flight::Flight>,
+}
+
+/// A checkout's deadline: the pool's wait-queue timeout from the
+/// checkout's start, or the caller's own.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Wait {
+    QueueTimeout,
+    /// From the checkout's start (its first poll).
+    For(Duration),
+    Until(Option<Instant>),
+}
+
+/// The actions of one input, performed once the core is released.
+type Actions<C> = Vec<Action<C>>;
+
+impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
+    /// One input cycle (see the module docs).
+    pub(crate) fn input<T>(&self, f: impl FnOnce(&mut Core<M::Connection>, Instant) -> T) -> T {
+        let now = self.rt.now();
+        let (value, actions) = {
+            let mut core = self.core.borrow_mut();
+            core.set_events_enabled(self.events.wanted());
+            let value = f(&mut core, now);
+            (value, self.drain(&mut core))
+        };
+        self.perform(actions);
+        value
+    }
+
+    /// A checkout at `now`: served at once, or queued with a slot of its
+    /// own. Its deadline is `wait`'s, or the wait-queue timeout's from
+    /// `now` (one clock reading for both).
+    pub(crate) fn check_out(&self, now: Instant, wait: Wait) -> (CheckedOut<M::Connection>, Option<Instant>) {
+        let (result, deadline, actions) = {
+            let mut core = self.core.borrow_mut();
+            let deadline = match wait {
+                Wait::QueueTimeout => core
+                    .options()
+                    .wait_queue_timeout()
+                    .and_then(|t| now.checked_add(t)),
+                Wait::For(timeout) => now.checked_add(timeout),
+                Wait::Until(deadline) => deadline,
+            };
+            core.set_events_enabled(self.events.wanted());
+            let result = match core.handle_check_out_direct(now, deadline) {
+                cmap_core::CheckOut::Ready(conn) => Ok(conn),
+                cmap_core::CheckOut::Later(id) => {
+                    let slot = Rc::new(Slot::new());
+                    self.waiters.borrow_mut().insert(id, slot.clone());
+                    Err((id, slot))
+                }
+            };
+            (result, deadline, self.drain(&mut core))
+        };
+        self.perform(actions);
+        (result, deadline)
+    }
+
+    /// Step 3: the outputs, under the borrow; bookkeeping only.
+    fn drain(&self, core: &mut Core<M::Connection>) -> Actions<M::Connection> {
+        let mut actions = Vec::new();
+        // Most inputs (a checkout served at once, a check-in nobody waits
+        // for, events off) leave nothing.
+        while let Some(output) = core.has_output().then(|| core.poll_output()).flatten() {
+            match output {
+                Output::Event(event) => self.events.push(event),
+                Output::Action(action) => actions.push(action),
+            }
+        }
+        let next = core.poll_timeout();
+        if next.is_some_and(|next| self.armed.get().is_none_or(|armed| next < armed)) {
+            self.armed.set(next);
+            self.timer.fire();
+        }
+        #[cfg(feature = "recorder")]
+        if let Some(flight) = &self.flight {
+            flight.check(core, &self.address);
+        }
+        actions
+    }
+
+    /// Step 5: events first, then the actions, slots last.
+    fn perform(&self, actions: Actions<M::Connection>) {
+        self.events.deliver();
+        if actions.is_empty() {
+            return;
+        }
+        let mut outcomes = Vec::new();
+        for action in actions {
+            match action {
+                Action::Establish { id } => self.spawn_establish(id),
+                Action::AbortEstablish { id } => {
+                    if let Some(abort) = self.establishing.borrow_mut().remove(&id) {
+                        abort.fire();
+                    }
+                }
+                // Dropping is closing; the spec asks that it not block,
+                // which a connection's drop on an async runtime does not.
+                Action::Close { connection, .. } => drop(connection),
+                Action::Interrupt { id } => {
+                    self.interrupted.borrow_mut().insert(id);
+                }
+                Action::Deliver { waiter, connection } => outcomes.push((waiter, Ok(connection))),
+                Action::Fail { waiter, error } => outcomes.push((waiter, Err(error))),
+            }
+        }
+        for (waiter, outcome) in outcomes {
+            self.fill(waiter, outcome);
+        }
+    }
+
+    /// Puts a checkout's outcome in its slot and wakes its future.
+    fn fill(&self, waiter: WaiterId, outcome: Outcome<M::Connection>) {
+        let slot = self.waiters.borrow_mut().remove(&waiter);
+        match (slot, outcome) {
+            (Some(slot), outcome) => slot.fill(outcome),
+            // Its future is gone (it cancelled in the same input): the
+            // connection goes back.
+            (None, Ok(conn)) => self.check_in(conn),
+            (None, Err(_)) => {}
+        }
+    }
+
+    /// Gives a connection back. One that goes straight to the oldest
+    /// waiter comes back from the core (`handle_check_in_direct`) rather
+    /// than as a `Deliver` action: a busy pool's hand-over then skips the
+    /// output queue and the action list. Its slot is filled after the
+    /// input's events, as any outcome.
+    pub(crate) fn check_in(&self, conn: Pooled<M::Connection>) {
+        self.interrupted.borrow_mut().remove(&conn.id());
+        let handed = self.input(|core, now| {
+            // `Err` only for a connection of another pool: not possible,
+            // a guard goes back to its own pool.
+            core.handle_check_in_direct(now, conn).ok().flatten()
+        });
+        if let Some(HandOver { waiter, connection }) = handed {
+            self.fill(waiter, Ok(connection));
+        }
+    }
+
+    /// Withdraws a queued checkout whose future was dropped; a connection
+    /// already in its slot goes back.
+    pub(crate) fn cancel(&self, waiter: WaiterId, slot: &Slot<Outcome<M::Connection>>) {
+        if self.waiters.borrow_mut().remove(&waiter).is_some() {
+            self.input(|core, now| {
+                // Queued, so known to the core.
+                let _ = core.handle_cancel(now, waiter);
+            });
+        } else if let Some(Ok(conn)) = slot.take() {
+            self.check_in(conn);
+        }
+    }
+
+    /// Spawns the task that establishes `id`; it holds the pool weakly.
+    fn spawn_establish(&self, id: ConnectionId) {
+        let abort = Rc::new(Signal::default());
+        self.establishing.borrow_mut().insert(id, abort.clone());
+        let manager = self.manager.clone();
+        let rt = self.rt.clone();
+        let timeout = self.timeouts.connect;
+        let mut report = Report {
+            pool: self.me.clone(),
+            id,
+            armed: true,
+        };
+        self.rt.spawn_local(async move {
+            let connect = async {
+                let labelled = |error: M::Error| EstablishError::new(manager.classify(&error), error);
+                match timeout.and_then(|t| rt.now().checked_add(t).map(|d| (t, d))) {
+                    Some((after, deadline)) => {
+                        let timed_out = async {
+                            rt.sleep_until(deadline).await;
+                            Err(EstablishError::network(cmap_async::ConnectTimeoutError { after }))
+                        };
+                        futures_lite::future::or(
+                            async { manager.connect().await.map_err(labelled) },
+                            timed_out,
+                        )
+                        .await
+                    }
+                    None => manager.connect().await.map_err(labelled),
+                }
+            };
+            let aborted = async {
+                abort.wait().await;
+                None
+            };
+            let outcome = futures_lite::future::or(async { Some(connect.await) }, aborted).await;
+            report.armed = false;
+            // Aborted: the core has already counted it closed.
+            let Some(result) = outcome else { return };
+            if let Some(shared) = report.pool.upgrade() {
+                shared.finish_establish(id, result);
+            }
+        });
+    }
+
+    fn finish_establish(&self, id: ConnectionId, result: Result<M::Connection, EstablishError>) {
+        self.establishing.borrow_mut().remove(&id);
+        let service_id = result
+            .as_ref()
+            .ok()
+            .and_then(|conn| self.manager.service_id(conn));
+        self.input(|core, now| {
+            // `Err` only for an id the core never issued.
+            let _ = match result {
+                Ok(conn) => core.handle_established(now, id, conn, service_id),
+                Err(error) => core.handle_establish_failed(now, id, error),
+            };
+        });
+    }
+}
+
+/// Reports a failure if the establishing task is dropped before it
+/// reported anything (the runtime shut down), so the core frees the slot.
+struct Report<M: ManageConnection, R> {
+    pool: Weak<Shared<M, R>>,
+    id: ConnectionId,
+    armed: bool,
+}
+
+impl<M: ManageConnection, R> Drop for Report<M, R> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if let Some(shared) = self.pool.upgrade() {
+            // A borrow is held only for one input, never across a drop
+            // of a task; but a runtime dropping tasks from inside one would
+            // find it taken: then the pool is going away anyway.
+            if let Ok(mut core) = shared.core.try_borrow_mut() {
+                let now = core.now();
+                let _ = core.handle_establish_failed(
+                    now,
+                    self.id,
+                    EstablishError::other(cmap_async::EstablishDroppedError),
+                );
+            }
+        }
+    }
+}

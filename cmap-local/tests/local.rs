@@ -1,0 +1,306 @@
+//! cmap-local in real time on tokio's current-thread runtime with a
+//! `LocalSet`: checkout and check-in, a deadline that expires, a dropped
+//! `get()`, clear, close, and the events' order.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::rc::Rc;
+use std::time::Duration;
+
+use cmap_local::{ConnectionId, EstablishErrorKind, Event, ManageConnection, Pool, PoolState, TokioLocal};
+
+/// Connections that are `Rc`s (not `Send`), made after `delay`.
+struct Local {
+    delay: Duration,
+    made: Rc<RefCell<u32>>,
+}
+
+impl ManageConnection for Local {
+    type Connection = Rc<u32>;
+    type Error = std::io::Error;
+    const CHECKS: bool = false;
+    const RESETS: bool = false;
+
+    fn connect(&self) -> impl Future<Output = Result<Rc<u32>, std::io::Error>> {
+        let delay = self.delay;
+        let made = self.made.clone();
+        async move {
+            tokio::time::sleep(delay).await;
+            *made.borrow_mut() += 1;
+            Ok(Rc::new(*made.borrow()))
+        }
+    }
+
+    fn classify(&self, e: &std::io::Error) -> EstablishErrorKind {
+        EstablishErrorKind::of_io(e)
+    }
+}
+
+fn manager(delay_ms: u64) -> Local {
+    Local {
+        delay: Duration::from_millis(delay_ms),
+        made: Rc::default(),
+    }
+}
+
+/// Runs `f` on a current-thread runtime inside a `LocalSet`.
+fn local<F: Future<Output = ()>>(f: impl FnOnce() -> F) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    tokio::task::LocalSet::new().block_on(&rt, f());
+}
+
+type LocalPool = Pool<Local, TokioLocal>;
+
+fn pool(max: u32, delay_ms: u64) -> LocalPool {
+    Pool::builder()
+        .address("localhost:5432")
+        .max_pool_size(max)
+        .build(manager(delay_ms))
+        .unwrap()
+}
+
+/// Collects the events' names.
+fn recorder(pool: &LocalPool) -> Rc<RefCell<Vec<&'static str>>> {
+    let names = Rc::new(RefCell::new(Vec::new()));
+    let sink = names.clone();
+    let _ = pool.on_event(move |e: &Event| sink.borrow_mut().push(e.name()));
+    names
+}
+
+#[test]
+fn a_connection_is_checked_out_checked_in_and_reused() {
+    local(|| async {
+        let pool = pool(2, 0);
+        let first = pool.get().await.unwrap();
+        let id = first.connection_id();
+        assert_eq!(**first, 1);
+        assert_eq!(pool.status().in_use, 1);
+        drop(first);
+        assert_eq!(pool.status().available, 1);
+        let again = pool.get().await.unwrap();
+        assert_eq!(again.connection_id(), id, "the idle connection is reused");
+        assert_eq!(pool.stats().connections_opened, 1);
+    });
+}
+
+#[test]
+fn a_wait_ends_at_its_deadline_with_a_timeout() {
+    local(|| async {
+        let pool = pool(1, 0);
+        let names = recorder(&pool);
+        let held = pool.get().await.unwrap();
+        let started = tokio::time::Instant::now();
+        let error = pool.get_timeout(Duration::from_millis(50)).await.unwrap_err();
+        let waited = started.elapsed();
+        assert!(error.is_timeout(), "{error}");
+        assert!(
+            waited >= Duration::from_millis(50) && waited < Duration::from_millis(500),
+            "{waited:?}"
+        );
+        assert_eq!(names.borrow().last(), Some(&"ConnectionCheckOutFailed"));
+        drop(held);
+        assert_eq!(pool.status().waiting, 0);
+    });
+}
+
+#[test]
+fn a_dropped_get_loses_no_connection_and_no_capacity() {
+    local(|| async {
+        let pool = pool(1, 0);
+        let held = pool.get().await.unwrap();
+        // Queued, then dropped while it waits.
+        let waiting = tokio::time::timeout(Duration::from_millis(20), pool.get()).await;
+        assert!(waiting.is_err(), "it was still waiting");
+        assert_eq!(pool.status().waiting, 0, "withdrawn");
+        drop(held);
+        // Dropped while its connection is being established.
+        let slow = pool_slow();
+        let get = tokio::time::timeout(Duration::from_millis(10), slow.get()).await;
+        assert!(get.is_err());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let status = slow.status();
+        assert_eq!(
+            (status.available, status.pending, status.in_use),
+            (1, 0, 0),
+            "{status:?}"
+        );
+        // Both pools serve at once.
+        let a = tokio::time::timeout(Duration::from_millis(20), pool.get())
+            .await
+            .unwrap()
+            .unwrap();
+        let b = tokio::time::timeout(Duration::from_millis(20), slow.get())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (a.connection_id(), b.connection_id()),
+            (ConnectionId(1), ConnectionId(1))
+        );
+    });
+}
+
+fn pool_slow() -> LocalPool {
+    pool(1, 50)
+}
+
+#[test]
+fn a_clear_fails_the_waiters_and_interrupts_in_use_connections() {
+    local(|| async {
+        let pool = pool(1, 0);
+        let held = pool.get().await.unwrap();
+        let waiter = tokio::task::spawn_local(pool.get());
+        tokio::task::yield_now().await;
+        assert_eq!(pool.status().waiting, 1);
+        pool.clear(true).unwrap();
+        let error = waiter.await.unwrap().unwrap_err();
+        assert!(error.is_retryable(), "PoolClearedError is retryable: {error}");
+        assert!(held.is_interrupted());
+        assert_eq!(pool.state(), PoolState::Paused);
+        drop(held);
+        assert_eq!(
+            pool.status().total,
+            0,
+            "an interrupted connection is closed on return"
+        );
+        pool.ready().unwrap();
+        assert!(pool.get().await.is_ok());
+    });
+}
+
+#[test]
+fn close_fails_the_waiters_and_every_later_checkout() {
+    local(|| async {
+        let pool = pool(1, 0);
+        let held = pool.get().await.unwrap();
+        let waiter = tokio::task::spawn_local(pool.get());
+        tokio::task::yield_now().await;
+        pool.close();
+        let error = waiter.await.unwrap().unwrap_err();
+        assert!(error.to_string().to_lowercase().contains("closed"), "{error}");
+        assert!(pool.get().await.is_err());
+        drop(held);
+        assert_eq!(pool.status().total, 0);
+    });
+}
+
+#[test]
+fn events_come_in_the_cores_order() {
+    local(|| async {
+        let names = Rc::new(RefCell::new(Vec::new()));
+        let sink = names.clone();
+        let pool: LocalPool = Pool::builder()
+            .address("localhost:5432")
+            .max_pool_size(1)
+            .on_event(move |e| sink.borrow_mut().push(e.name()))
+            .build(manager(5))
+            .unwrap();
+        let conn = pool.get().await.unwrap();
+        drop(conn);
+        pool.close();
+        assert_eq!(
+            *names.borrow(),
+            [
+                "ConnectionPoolCreated",
+                "ConnectionPoolReady",
+                "ConnectionCheckOutStarted",
+                "ConnectionCreated",
+                "ConnectionReady",
+                "ConnectionCheckedOut",
+                "ConnectionCheckedIn",
+                "ConnectionClosed",
+                "ConnectionPoolClosed",
+            ]
+        );
+    });
+}
+
+#[test]
+fn a_waiter_is_served_by_a_check_in_in_fifo_order() {
+    local(|| async {
+        let pool = pool(1, 0);
+        let held = pool.get().await.unwrap();
+        let order = Rc::new(RefCell::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for n in 0..3 {
+            let get = pool.get();
+            let order = order.clone();
+            tasks.push(tokio::task::spawn_local(async move {
+                let conn = get.await.unwrap();
+                order.borrow_mut().push(n);
+                tokio::task::yield_now().await;
+                drop(conn);
+            }));
+            tokio::task::yield_now().await;
+        }
+        drop(held);
+        for t in tasks {
+            t.await.unwrap();
+        }
+        assert_eq!(*order.borrow(), [0, 1, 2]);
+    });
+}
+
+#[test]
+fn the_flight_recorder_records_inputs_that_replay_exactly() {
+    local(|| async {
+        let pool: LocalPool = Pool::builder()
+            .address("localhost:5432")
+            .max_pool_size(1)
+            .flight_recorder(1_000)
+            .build(manager(1))
+            .unwrap();
+        let held = pool.get().await.unwrap();
+        let error = pool.get_timeout(Duration::from_millis(5)).await.unwrap_err();
+        assert!(error.is_timeout());
+        drop(held);
+        let recording = pool.recording().expect("the recorder is on");
+        assert!(recording.inputs() >= 5, "{} inputs", recording.inputs());
+        assert_eq!(recording.incident(), None);
+        // Any origin will do: no output depends on it.
+        recording
+            .replay(std::time::Instant::now())
+            .expect("an exact replay");
+    });
+}
+
+#[test]
+fn a_callback_that_calls_the_pool_sees_events_in_order() {
+    local(|| async {
+        let names = Rc::new(RefCell::new(Vec::new()));
+        let pool = pool(2, 0);
+        let (sink, handle) = (names.clone(), pool.clone());
+        let once = std::cell::Cell::new(true);
+        let _ = pool.on_event(move |e: &Event| {
+            // A subscriber that reads the pool and, once, checks a
+            // connection out and back in from inside the callback.
+            let _ = handle.status();
+            sink.borrow_mut().push(e.name());
+            if e.name() == "ConnectionCheckedIn" && once.replace(false) {
+                let get = handle.get_timeout(Duration::ZERO);
+                tokio::task::spawn_local(async move {
+                    drop(get.await);
+                });
+            }
+        });
+        drop(pool.get().await.unwrap());
+        tokio::task::yield_now().await;
+        tokio::task::yield_now().await;
+        assert_eq!(
+            *names.borrow(),
+            [
+                "ConnectionCheckOutStarted",
+                "ConnectionCreated",
+                "ConnectionReady",
+                "ConnectionCheckedOut",
+                "ConnectionCheckedIn",
+                "ConnectionCheckOutStarted",
+                "ConnectionCheckedOut",
+                "ConnectionCheckedIn",
+            ]
+        );
+    });
+}
