@@ -2,7 +2,8 @@
 //! transitions every checkout takes (spec: "Checking Out a Connection",
 //! "Checking In a Connection"), with the steps they share: moving the
 //! clock, taking an available connection, handing it out, closing one.
-//! Inputs are the `handle_*` methods; outputs go to one ordered queue
+//! Inputs are the values of `Input` (`input.rs`) that `Pool::handle`
+//! applies, or their typed `handle_*` forms; outputs go to one ordered queue
 //! (`output_queue.rs`) drained by [`Pool::poll_output`].
 //!
 //! What each input does in each state of the pool (checked against the
@@ -65,6 +66,7 @@ pub enum PoolState {
 
 /// What a clear applies to. `Clear::default()` is a plain clear.
 #[derive(Debug, Clone, Default)]
+#[cfg_attr(feature = "recorder", derive(serde::Serialize, serde::Deserialize))]
 pub struct Clear {
     /// Interrupt in-use (and pending) connections of the cleared
     /// generation (spec: `interruptInUseConnections`).
@@ -88,8 +90,9 @@ pub(crate) struct ServiceGeneration {
 /// the connection type `C`. The crate documentation states the driver
 /// contract with a sketch of its loop; in short:
 ///
-/// - **Inputs** — one `handle_*` call per thing that happened, `now`
-///   first: [`handle_check_out`](Self::handle_check_out) /
+/// - **Inputs** — one [`handle`](Self::handle) of an [`Input`](crate::Input)
+///   per thing that happened, `now` first; or its typed form:
+///   [`handle_check_out`](Self::handle_check_out) /
 ///   [`handle_check_out_until`](Self::handle_check_out_until) (a
 ///   checkout, whose outcome comes as `Deliver` or `Fail`),
 ///   [`handle_check_in`](Self::handle_check_in),
@@ -491,7 +494,10 @@ impl<C> Pool<C> {
         if connection.meta.pool != self.id {
             return Err(CheckInError::WrongPool(connection));
         }
-        record!(self.record_input(now, || crate::recorder::Input::Detach(*connection.meta)));
+        record!(self.record_input(now, || crate::Input::Detach(Pooled {
+            meta: connection.meta.clone(),
+            conn: ()
+        })));
         self.advance(now);
         let Pooled { meta, conn } = connection;
         let entry = self.end_use(&meta);
@@ -506,7 +512,7 @@ impl<C> Pool<C> {
     /// Lets time pass: expires checkouts, runs background work that is due,
     /// and re-readies after a backoff. Safe to call at any time.
     pub fn handle_timeout(&mut self, now: Instant) {
-        record!(self.record_input(now, || crate::recorder::Input::Timeout));
+        record!(self.record_input(now, || crate::Input::Timeout));
         self.advance(now);
         self.run_due_timers();
         self.serve_queue();
