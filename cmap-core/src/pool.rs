@@ -13,13 +13,19 @@
 //! | --- | --- | --- | --- |
 //! | check out | fails: `PoolClearedError` (retryable) | served by an available connection, or queued (and a connection started for it within the limits) | fails: `PoolClosedError` |
 //! | check in | pooled, or closed if perished (stale after the clear) | handed to the oldest waiter, or pooled; closed if perished | closed (`poolClosed`) |
+//! | detach | closed (`detached`), out of the pool's count | closed (`detached`); its room starts a connection for a waiter | closed (`detached`) |
 //! | established | available (not handed out while paused) | available, then the oldest waiter gets it | disposed of (abandoned at close: its event is out) |
 //! | establish failed (unlabelled) | closed (`error`); a stale failure does not clear again | clears (pauses; waiters fail), closed (`error`), its requester fails with the error; a labelled failure leaves the pool ready | ignored (abandoned at close) |
+//! | cancel | `Err(UnknownWaiter)`: the clear failed every waiter | leaves the queue, no event | `Err(UnknownWaiter)`: the close failed every waiter |
 //! | clear | stays paused, generation + 1, no event | paused, generation + 1, every waiter fails (retryable) | nothing |
+//! | reset after fork | stays paused, generation + 1, no cleared event; in use and pending connections closed | clears, interrupting what is in use and closing what is pending; waiters fail | nothing |
 //! | ready | ready; a background run populates | nothing | `Err(PoolClosed)` |
 //! | close | closed: idle closed, pending abandoned | closed: idle closed, pending abandoned, waiters fail | nothing |
 //! | resize | new sizes; idle above the maximum closed | new sizes; waiters served, idle above the maximum closed | `Err(ResizeClosed)` |
 //! | force close | `Err(NotClosed)` | `Err(NotClosed)` | connections in use interrupted (`poolClosed`) |
+//! | timeout | nothing due (no waiter, no background run while paused) | checkouts past their deadline fail (timeout); background work that is due runs | nothing |
+//! | events off | no event built from here on | no event built from here on | no event built from here on |
+//! | events apart | events kept for `take_events` from here on | events kept for `take_events` from here on | events kept for `take_events` from here on |
 //!
 //! The other transitions live beside this file, each in the spec's words:
 //! the wait queue's (serving, expiring, cancelling) in `waiting.rs`, a
