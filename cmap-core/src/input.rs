@@ -94,6 +94,89 @@ pub enum Input<C> {
     EventsApart(bool),
 }
 
+/// The kinds of [`Input`], without their arguments: what a generator of
+/// inputs (a fuzzer, a property test, the state table) draws from before
+/// it fills in the arguments from its books, so that none of them keeps a
+/// list of its own. [`Input::kind`] names an input's kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum InputKind {
+    /// [`Input::CheckOut`].
+    CheckOut,
+    /// [`Input::CheckIn`].
+    CheckIn,
+    /// [`Input::Detach`].
+    Detach,
+    /// [`Input::Established`].
+    Established,
+    /// [`Input::EstablishFailed`].
+    EstablishFailed,
+    /// [`Input::Cancel`].
+    Cancel,
+    /// [`Input::Clear`].
+    Clear,
+    /// [`Input::ResetAfterFork`].
+    ResetAfterFork,
+    /// [`Input::Ready`].
+    Ready,
+    /// [`Input::Close`].
+    Close,
+    /// [`Input::ForceClose`].
+    ForceClose,
+    /// [`Input::Resize`].
+    Resize,
+    /// [`Input::Timeout`].
+    Timeout,
+    /// [`Input::EventsEnabled`].
+    EventsEnabled,
+    /// [`Input::EventsApart`].
+    EventsApart,
+}
+
+impl InputKind {
+    /// Every kind, in the order of [`Input`]'s variants.
+    pub const ALL: [InputKind; 15] = [
+        InputKind::CheckOut,
+        InputKind::CheckIn,
+        InputKind::Detach,
+        InputKind::Established,
+        InputKind::EstablishFailed,
+        InputKind::Cancel,
+        InputKind::Clear,
+        InputKind::ResetAfterFork,
+        InputKind::Ready,
+        InputKind::Close,
+        InputKind::ForceClose,
+        InputKind::Resize,
+        InputKind::Timeout,
+        InputKind::EventsEnabled,
+        InputKind::EventsApart,
+    ];
+}
+
+impl<C> Input<C> {
+    /// This input's kind.
+    pub fn kind(&self) -> InputKind {
+        match self {
+            Input::CheckOut { .. } => InputKind::CheckOut,
+            Input::CheckIn(_) => InputKind::CheckIn,
+            Input::Detach(_) => InputKind::Detach,
+            Input::Established { .. } => InputKind::Established,
+            Input::EstablishFailed { .. } => InputKind::EstablishFailed,
+            Input::Cancel(_) => InputKind::Cancel,
+            Input::Clear(_) => InputKind::Clear,
+            Input::ResetAfterFork => InputKind::ResetAfterFork,
+            Input::Ready => InputKind::Ready,
+            Input::Close => InputKind::Close,
+            Input::ForceClose => InputKind::ForceClose,
+            Input::Resize { .. } => InputKind::Resize,
+            Input::Timeout => InputKind::Timeout,
+            Input::EventsEnabled(_) => InputKind::EventsEnabled,
+            Input::EventsApart(_) => InputKind::EventsApart,
+        }
+    }
+}
+
 /// What [`Pool::handle`] returns for an input it took: most inputs answer
 /// with outputs only, a few with a value.
 #[derive(Debug)]
@@ -198,6 +281,37 @@ impl<C> std::fmt::Debug for HandleError<C> {
         match self {
             HandleError::Usage(e) => f.debug_tuple("Usage").field(e).finish(),
             HandleError::CheckIn(e) => f.debug_tuple("CheckIn").field(e).finish(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::InputKind;
+
+    /// `ALL` holds every kind once: a new kind fails to compile in the
+    /// match below until it is counted, and then until `ALL` holds it.
+    #[test]
+    fn all_holds_every_kind_once() {
+        let index = |kind: InputKind| match kind {
+            InputKind::CheckOut => 0,
+            InputKind::CheckIn => 1,
+            InputKind::Detach => 2,
+            InputKind::Established => 3,
+            InputKind::EstablishFailed => 4,
+            InputKind::Cancel => 5,
+            InputKind::Clear => 6,
+            InputKind::ResetAfterFork => 7,
+            InputKind::Ready => 8,
+            InputKind::Close => 9,
+            InputKind::ForceClose => 10,
+            InputKind::Resize => 11,
+            InputKind::Timeout => 12,
+            InputKind::EventsEnabled => 13,
+            InputKind::EventsApart => 14,
+        };
+        for (i, kind) in InputKind::ALL.into_iter().enumerate() {
+            assert_eq!(index(kind), i, "{kind:?} in its place");
         }
     }
 }

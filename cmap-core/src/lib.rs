@@ -150,7 +150,7 @@ pub use error::{
 };
 pub use event::{CheckOutFailedReason, ClosedReason, Event};
 pub use id_deque::IdDeque;
-pub use input::{HandleError, Handled, Input};
+pub use input::{HandleError, Handled, Input, InputKind};
 pub use options::{AdaptiveConnecting, EstablishFailure, PoolOptions, PoolOptionsBuilder, Reconnect};
 pub use output::{Action, Output};
 pub use pool::{CheckOut, Clear, HandOver, Pool, PoolState};

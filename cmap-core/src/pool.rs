@@ -21,8 +21,8 @@
 //! | reset after fork | stays paused, generation + 1, no cleared event; in use and pending connections closed | clears, interrupting what is in use and closing what is pending; waiters fail | nothing |
 //! | ready | ready; a background run populates | nothing | `Err(PoolClosed)` |
 //! | close | closed: idle closed, pending abandoned | closed: idle closed, pending abandoned, waiters fail | nothing |
-//! | resize | new sizes; idle above the maximum closed | new sizes; waiters served, idle above the maximum closed | `Err(ResizeClosed)` |
 //! | force close | `Err(NotClosed)` | `Err(NotClosed)` | connections in use interrupted (`poolClosed`) |
+//! | resize | new sizes; idle above the maximum closed | new sizes; waiters served, idle above the maximum closed | `Err(ResizeClosed)` |
 //! | timeout | nothing due (no waiter, no background run while paused) | checkouts past their deadline fail (timeout); background work that is due runs | nothing |
 //! | events off | no event built from here on | no event built from here on | no event built from here on |
 //! | events apart | events kept for `take_events` from here on | events kept for `take_events` from here on | events kept for `take_events` from here on |
