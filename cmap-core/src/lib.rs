@@ -137,6 +137,7 @@ mod shutdown;
 #[cfg(test)]
 mod state_table;
 mod stats;
+pub mod virtual_time;
 mod wait_queue;
 mod waiting;
 
