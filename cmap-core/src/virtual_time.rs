@@ -82,11 +82,23 @@ where
 /// # Errors
 ///
 /// The driver's error, at the first output it refuses.
+///
+/// # Panics
+///
+/// If [`Pool::has_output`] announces an output that does not come, or
+/// one comes unannounced: a real driver that skips its drain on
+/// `has_output` would lose it.
 pub fn drain<C, D>(driver: &mut D) -> Result<(), D::Error>
 where
     D: VirtualDriver<C> + ?Sized,
 {
-    while let Some(output) = driver.pool().poll_output() {
+    loop {
+        let announced = driver.pool().has_output();
+        let Some(output) = driver.pool().poll_output() else {
+            assert!(!announced, "has_output() announced an output that never came");
+            break;
+        };
+        assert!(announced, "an output came that has_output() did not announce");
         driver.perform(output)?;
     }
     driver.settled()
