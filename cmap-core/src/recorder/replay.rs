@@ -2,6 +2,7 @@
 //! every recorded input at its instant, and each output it gives must be
 //! the recorded one, in order.
 
+use std::convert::Infallible;
 use std::fmt::{self, Write as _};
 use std::time::{Duration, Instant};
 
@@ -10,8 +11,10 @@ use super::file::Line;
 use super::{RecordedInput, Recorder, Recording};
 use crate::connection::PoolId;
 use crate::input::Input;
+use crate::output::Output;
 use crate::pool::Pool;
 use crate::stats::Status;
+use crate::virtual_time::{self, VirtualDriver};
 
 /// How far the recording's zero is placed after the caller's origin, so
 /// that instants before it (a connection created before recording began)
@@ -191,6 +194,36 @@ impl fmt::Display for Replay {
     }
 }
 
+/// A replay's pool on the virtual-time loop: the recorder notes every
+/// output as it is queued, so performing one is dropping it.
+struct Replaying<'a> {
+    pool: &'a mut Pool<()>,
+    now: Instant,
+}
+
+impl VirtualDriver<()> for Replaying<'_> {
+    type Error = Infallible;
+
+    fn pool(&mut self) -> &mut Pool<()> {
+        self.pool
+    }
+
+    fn clock(&mut self) -> &mut Instant {
+        &mut self.now
+    }
+
+    fn perform(&mut self, output: Output<()>) -> Result<(), Infallible> {
+        drop(output);
+        Ok(())
+    }
+
+    /// Events kept apart were noted as they were queued too.
+    fn settled(&mut self) -> Result<(), Infallible> {
+        self.pool.apart.clear();
+        Ok(())
+    }
+}
+
 impl Pool<()> {
     /// Makes a pool read from a snapshot its own: a pool id of this
     /// process, on the connections it holds too.
@@ -203,18 +236,20 @@ impl Pool<()> {
     /// made this pool's. Its result is the recorded one too (a refused
     /// input was refused then), so it is not looked at: the outputs are
     /// what is compared.
+    /// It is drained as a driver would, on the virtual-time loop.
     fn apply(&mut self, now: Instant, mut input: RecordedInput) {
         if let Input::CheckIn(connection) | Input::Detach(connection) = &mut input {
             connection.meta.pool = self.id;
         }
-        drop(self.handle(now, input));
+        let replaying = &mut Replaying { pool: self, now };
+        match virtual_time::apply(replaying, input) {
+            Ok(()) => {}
+            Err(never) => match never {},
+        }
     }
 
-    /// Drains the pool as a driver would, and returns the text of the
-    /// outputs the last input caused.
+    /// The text of the outputs the last input caused.
     fn take_replayed(&mut self) -> Vec<String> {
-        while self.poll_output().is_some() {}
-        self.apart.clear();
         let Some(recorder) = self.recorder.as_deref_mut() else {
             return Vec::new();
         };
