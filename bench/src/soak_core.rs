@@ -16,14 +16,16 @@
 //! maxPoolSize 10, minPoolSize 2, maxConnecting 2, a 5 s wait timeout,
 //! maxIdleTime 60 s, a 30 min lifetime with 20 % jitter, the default
 //! reconnect backoff. The driver is the one of `cmap-core/fuzz` (its
-//! books, its checks), written again here for one long run.
+//! books, its checks), written again here for one long run, on
+//! cmap-core's virtual-time loop (`cmap_core::virtual_time`).
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use cmap_core::virtual_time::{self, VirtualDriver};
 use cmap_core::{
-    Action, Address, Clear, ConnectionId, EstablishError, EstablishErrorKind, Output, Pool, PoolOptions,
-    Pooled, Reconnect, WaiterId,
+    Action, Address, CheckOut, Clear, ConnectionId, EstablishError, EstablishErrorKind, HandleError, Handled,
+    Input, Output, Pool, PoolOptions, Pooled, Reconnect, WaiterId,
 };
 
 use crate::fleet::rng::Rng;
@@ -99,19 +101,19 @@ impl Driver {
             made: 0,
             counts: Counts::default(),
         };
-        d.pool.handle_ready(now).map_err(|e| e.to_string())?;
-        d.drain()?;
+        d.apply(Input::Ready)?;
         Ok(d)
     }
 
-    /// One random input.
+    /// One random input, applied and drained by cmap-core's virtual-time
+    /// loop, which checks the books after it (`settled`).
     fn step(&mut self, rng: &mut Rng) -> Result<&'static str, String> {
         let now = self.now;
         let roll = rng.unit();
-        let what = if roll < 0.25 {
+        let (what, input) = if roll < 0.25 {
             let by = Duration::from_secs_f64(rng.exp(0.020));
-            self.advance(by)?;
-            "advance"
+            self.counts.timer_fired += virtual_time::advance(self, now + by)? as u64;
+            ("advance", None)
         } else if roll < 0.45 {
             self.counts.check_outs += 1;
             let deadline = if rng.unit() < 0.1 {
@@ -119,33 +121,32 @@ impl Driver {
             } else {
                 self.pool.options().wait_queue_timeout().map(|t| now + t)
             };
-            let id = self.pool.handle_check_out_until(now, deadline);
-            self.waiting.push(id);
-            "check out"
+            let direct = false;
+            ("check out", Some(Input::CheckOut { deadline, direct }))
         } else if roll < 0.65 {
-            if let Some(mut conn) = take(&mut self.in_use, rng) {
+            let input = take(&mut self.in_use, rng).map(|mut conn| {
                 self.interrupted.remove(&conn.id());
                 if rng.unit() < 0.02 {
                     conn.mark_errored();
                     self.counts.errored_check_ins += 1;
                 }
                 self.counts.check_ins += 1;
-                self.pool
-                    .handle_check_in(now, conn)
-                    .map_err(|e| format!("a connection of this pool was refused at check-in: {e:?}"))?;
-            }
-            "check in"
+                Input::CheckIn(conn)
+            });
+            ("check in", input)
         } else if roll < 0.80 {
-            if let Some(id) = self.take_establishing(rng) {
+            let input = self.take_establishing(rng).map(|id| {
                 self.made += 1;
                 self.counts.established += 1;
-                self.pool
-                    .handle_established(now, id, self.made, None)
-                    .map_err(|e| format!("established {id} refused: {e:?}"))?;
-            }
-            "established"
+                Input::Established {
+                    id,
+                    connection: self.made,
+                    service_id: None,
+                }
+            });
+            ("established", input)
         } else if roll < 0.83 {
-            if let Some(id) = self.take_establishing(rng) {
+            let input = self.take_establishing(rng).map(|id| {
                 let kind = if rng.unit() < 0.9 {
                     EstablishErrorKind::Network
                 } else {
@@ -153,60 +154,58 @@ impl Driver {
                 };
                 self.counts.establish_failed += 1;
                 let error = EstablishError::new(kind, std::io::Error::other("soak: connect failed"));
-                self.pool
-                    .handle_establish_failed(now, id, error)
-                    .map_err(|e| format!("failure of {id} refused: {e:?}"))?;
-            }
-            "establish failed"
+                Input::EstablishFailed { id, error }
+            });
+            ("establish failed", input)
         } else if roll < 0.86 {
-            if let Some(id) = take(&mut self.waiting, rng) {
+            let input = take(&mut self.waiting, rng).map(|id| {
                 self.counts.cancelled += 1;
-                self.pool
-                    .handle_cancel(now, id)
-                    .map_err(|e| format!("a waiting checkout could not be cancelled: {e:?}"))?;
-            }
-            "cancel"
+                Input::Cancel(id)
+            });
+            ("cancel", input)
         } else if roll < 0.87 {
-            if let Some(conn) = take(&mut self.in_use, rng) {
+            let input = take(&mut self.in_use, rng).map(|conn| {
                 self.interrupted.remove(&conn.id());
                 self.counts.detached += 1;
-                self.pool
-                    .handle_detach(now, conn)
-                    .map_err(|e| format!("detach refused: {e:?}"))?;
-            }
-            "detach"
+                Input::Detach(conn)
+            });
+            ("detach", input)
         } else if roll < 0.8702 {
             self.counts.clears += 1;
             let clear = Clear {
                 interrupt_in_use: rng.unit() < 0.5,
                 ..Clear::default()
             };
-            self.pool
-                .handle_clear(now, clear)
-                .map_err(|e| format!("clear refused: {e:?}"))?;
-            "clear"
+            ("clear", Some(Input::Clear(clear)))
         } else if roll < 0.88 {
             self.counts.readies += 1;
-            self.pool
-                .handle_ready(now)
-                .map_err(|e| format!("ready refused: {e:?}"))?;
-            "ready"
+            ("ready", Some(Input::Ready))
         } else if roll < 0.8802 {
             self.counts.resizes += 1;
             let min = (rng.next_u64() % 4) as u32;
             let max = 4 + (rng.next_u64() % 12) as u32;
-            self.pool
-                .handle_resize(now, min, max)
-                .map_err(|e| format!("resize to {min}..{max} refused: {e:?}"))?;
-            "resize"
+            ("resize", Some(Input::Resize { min, max }))
         } else {
-            self.timeout(now)?;
-            "timeout"
+            ("timeout", Some(Input::Timeout))
         };
         self.counts.inputs += 1;
-        self.drain()?;
-        self.check()?;
+        match input {
+            Some(input) => self.apply(input).map_err(|e| format!("{what}: {e}"))?,
+            None => virtual_time::drain(self)?,
+        }
         Ok(what)
+    }
+
+    /// Applies `input`; a timer firing must leave no deadline due.
+    fn apply(&mut self, input: Input<u64>) -> Result<(), String> {
+        let timer = matches!(input, Input::Timeout);
+        virtual_time::apply(self, input)?;
+        match self.pool.poll_timeout() {
+            Some(next) if timer && next <= self.now => {
+                Err("handle_timeout left a deadline that is due".to_owned())
+            }
+            _ => Ok(()),
+        }
     }
 
     fn take_establishing(&mut self, rng: &mut Rng) -> Option<ConnectionId> {
@@ -222,75 +221,80 @@ impl Driver {
         })
     }
 
-    /// Moves the clock, firing the timer at every deadline on the way.
-    fn advance(&mut self, by: Duration) -> Result<(), String> {
-        let until = self.now + by;
-        while let Some(deadline) = self.pool.poll_timeout().filter(|d| *d <= until) {
-            self.now = self.now.max(deadline);
-            self.timeout(self.now)?;
-            self.counts.timer_fired += 1;
-            self.drain()?;
-            self.check()?;
-        }
-        self.now = until;
-        Ok(())
-    }
-
-    fn timeout(&mut self, now: Instant) -> Result<(), String> {
-        self.pool.handle_timeout(now);
-        match self.pool.poll_timeout() {
-            Some(next) if next <= now => Err("handle_timeout left a deadline that is due".to_owned()),
-            _ => Ok(()),
-        }
-    }
-
-    fn drain(&mut self) -> Result<(), String> {
-        while let Some(output) = self.pool.poll_output() {
-            let Output::Action(action) = output else { continue };
-            match action {
-                Action::Establish { id } => {
-                    if self.pending.contains(&id) {
-                        return Err(format!("{id} established twice"));
-                    }
-                    self.pending.push(id);
-                }
-                Action::AbortEstablish { id } => {
-                    let at = self.pending.iter().position(|p| *p == id);
-                    let at = at.ok_or_else(|| format!("abort of {id}, which is not being established"))?;
-                    self.aborted.push(self.pending.swap_remove(at));
-                    self.counts.aborted += 1;
-                }
-                Action::Deliver { waiter, connection } => {
-                    self.served(waiter)?;
-                    self.counts.delivered += 1;
-                    self.in_use.push(connection);
-                }
-                Action::Fail { waiter, .. } => {
-                    self.served(waiter)?;
-                    self.counts.failed += 1;
-                }
-                Action::Close { .. } => self.counts.closed += 1,
-                Action::Interrupt { id } => {
-                    if !self.in_use.iter().any(|c| c.id() == id) {
-                        return Err(format!("interrupt of {id}, which is not in use"));
-                    }
-                    self.interrupted.insert(id);
-                    self.counts.interrupted += 1;
-                } // `Action` is `#[non_exhaustive]` outside cmap-core: a new
-                  // one stops the soak until it is handled here.
-            }
-        }
-        Ok(())
-    }
-
     fn served(&mut self, waiter: WaiterId) -> Result<(), String> {
         let at = self.waiting.iter().position(|w| *w == waiter);
         let at = at.ok_or_else(|| format!("{waiter} served or failed, but it does not wait"))?;
         self.waiting.swap_remove(at);
         Ok(())
     }
+}
 
-    fn check(&mut self) -> Result<(), String> {
+/// The soak on cmap-core's virtual-time loop: the driver's books move
+/// with every output, and are checked after every input.
+impl VirtualDriver<u64> for Driver {
+    type Error = String;
+
+    fn pool(&mut self) -> &mut Pool<u64> {
+        &mut self.pool
+    }
+
+    fn clock(&mut self) -> &mut Instant {
+        &mut self.now
+    }
+
+    /// Every input of the soak is valid by the books: a refusal is an
+    /// error. A checkout's id goes in the books before its outcome comes.
+    fn answered(&mut self, answer: Result<Handled<u64>, HandleError<u64>>) -> Result<(), String> {
+        match answer {
+            Ok(Handled::CheckOut(CheckOut::Later(id))) => self.waiting.push(id),
+            Ok(Handled::CheckOut(CheckOut::Ready(conn))) => self.in_use.push(conn),
+            Ok(_) => {}
+            Err(e) => return Err(format!("refused: {e:?}")),
+        }
+        Ok(())
+    }
+
+    fn perform(&mut self, output: Output<u64>) -> Result<(), String> {
+        let Output::Action(action) = output else {
+            return Ok(());
+        };
+        match action {
+            Action::Establish { id } => {
+                if self.pending.contains(&id) {
+                    return Err(format!("{id} established twice"));
+                }
+                self.pending.push(id);
+            }
+            Action::AbortEstablish { id } => {
+                let at = self.pending.iter().position(|p| *p == id);
+                let at = at.ok_or_else(|| format!("abort of {id}, which is not being established"))?;
+                self.aborted.push(self.pending.swap_remove(at));
+                self.counts.aborted += 1;
+            }
+            Action::Deliver { waiter, connection } => {
+                self.served(waiter)?;
+                self.counts.delivered += 1;
+                self.in_use.push(connection);
+            }
+            Action::Fail { waiter, .. } => {
+                self.served(waiter)?;
+                self.counts.failed += 1;
+            }
+            Action::Close { .. } => self.counts.closed += 1,
+            Action::Interrupt { id } => {
+                if !self.in_use.iter().any(|c| c.id() == id) {
+                    return Err(format!("interrupt of {id}, which is not in use"));
+                }
+                self.interrupted.insert(id);
+                self.counts.interrupted += 1;
+            }
+            // `Action` is `#[non_exhaustive]` outside cmap-core: a new
+            // one stops the soak until it is handled here.
+        }
+        Ok(())
+    }
+
+    fn settled(&mut self) -> Result<(), String> {
         self.pool
             .check_invariants()
             .map_err(|broken| format!("invariant broken: {broken}"))?;

@@ -31,7 +31,11 @@ impl<C> Pool<C> {
         conn: C,
         service_id: Option<ServiceId>,
     ) -> Result<(), UsageError> {
-        record!(self.record_input(now, || crate::recorder::Input::Established { id, service_id }));
+        record!(self.record_input(now, || crate::Input::Established {
+            id,
+            connection: (),
+            service_id
+        }));
         self.advance_with_result_of(now, id);
         let Some(pending) = self.conns.remove_pending(id) else {
             return self.late_result(id, Some(conn));
@@ -111,12 +115,10 @@ impl<C> Pool<C> {
         id: ConnectionId,
         error: EstablishError,
     ) -> Result<(), UsageError> {
-        record!(
-            self.record_input(now, || crate::recorder::Input::EstablishFailed {
-                id,
-                error: crate::recorder::codec::ErrorText::of(&error),
-            })
-        );
+        record!(self.record_input(now, || crate::Input::EstablishFailed {
+            id,
+            error: error.clone(),
+        }));
         self.advance_with_result_of(now, id);
         let Some(pending) = self.conns.remove_pending(id) else {
             return self.late_result(id, None);

@@ -12,8 +12,9 @@
 //!
 //! A driver (an adapter for one runtime) owns a [`Pool`] behind a lock and:
 //!
-//! - **Inputs** — calls one `handle_*` method per thing that happened, with
-//!   the clock's current `now`: the spec's
+//! - **Inputs** — applies one [`Input`] per thing that happened with
+//!   [`handle`](Pool::handle), passing the clock's current `now`; or calls
+//!   its typed form, one `handle_*` method per variant: the spec's
 //!   [`handle_check_out`](Pool::handle_check_out),
 //!   [`handle_check_in`](Pool::handle_check_in),
 //!   [`handle_clear`](Pool::handle_clear), [`handle_ready`](Pool::handle_ready),
@@ -119,6 +120,7 @@ mod error;
 mod establishment;
 mod event;
 mod id_deque;
+mod input;
 mod invariants;
 mod lifecycle;
 mod maintenance;
@@ -135,6 +137,7 @@ mod shutdown;
 #[cfg(test)]
 mod state_table;
 mod stats;
+pub mod virtual_time;
 mod wait_queue;
 mod waiting;
 
@@ -148,6 +151,7 @@ pub use error::{
 };
 pub use event::{CheckOutFailedReason, ClosedReason, Event};
 pub use id_deque::IdDeque;
+pub use input::{HandleError, Handled, Input, InputKind};
 pub use options::{AdaptiveConnecting, EstablishFailure, PoolOptions, PoolOptionsBuilder, Reconnect};
 pub use output::{Action, Output};
 pub use pool::{CheckOut, Clear, HandOver, Pool, PoolState};

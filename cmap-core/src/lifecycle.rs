@@ -24,11 +24,7 @@ impl<C> Pool<C> {
     /// [`UsageError::ClearMode`]: a load-balanced pool is cleared per
     /// service id, and any other pool without one.
     pub fn handle_clear(&mut self, now: Instant, clear: Clear) -> Result<(), UsageError> {
-        record!(self.record_input(now, || crate::recorder::Input::Clear {
-            interrupt_in_use: clear.interrupt_in_use,
-            service_id: clear.service_id,
-            cause: clear.cause.clone(),
-        }));
+        record!(self.record_input(now, || crate::Input::Clear(clear.clone())));
         self.advance(now);
         if self.options.load_balanced {
             let Some(service) = clear.service_id else {
@@ -54,7 +50,7 @@ impl<C> Pool<C> {
     /// itself, interrupting what it lent out, and closes every connection it
     /// holds, since their sockets belong to the parent too.
     pub fn handle_reset_after_fork(&mut self, now: Instant) {
-        record!(self.record_input(now, || crate::recorder::Input::ResetAfterFork));
+        record!(self.record_input(now, || crate::Input::ResetAfterFork));
         self.advance(now);
         self.backoff.auto_ready_at = None;
         self.clear(ClearCause::Forked, true);
@@ -70,7 +66,7 @@ impl<C> Pool<C> {
     ///
     /// [`UsageError::PoolClosed`] once the pool is closed.
     pub fn handle_ready(&mut self, now: Instant) -> Result<(), UsageError> {
-        record!(self.record_input(now, || crate::recorder::Input::Ready));
+        record!(self.record_input(now, || crate::Input::Ready));
         self.advance(now);
         match self.state {
             PoolState::Ready => Ok(()),
@@ -88,7 +84,7 @@ impl<C> Pool<C> {
     /// fail with `PoolClosedError`; in-use ones close when checked in.
     /// Closing twice does nothing.
     pub fn handle_close(&mut self, now: Instant) {
-        record!(self.record_input(now, || crate::recorder::Input::Close));
+        record!(self.record_input(now, || crate::Input::Close));
         self.advance(now);
         if self.state == PoolState::Closed {
             return;

@@ -41,7 +41,7 @@ impl<C> Pool<C> {
     /// check every input makes stays small enough to inline.
     #[inline(never)]
     fn switch_events(&mut self, enabled: bool) {
-        record!(self.record_input(self.now, || crate::recorder::Input::EventsEnabled(enabled)));
+        record!(self.record_input(self.now, || crate::Input::EventsEnabled(enabled)));
         self.events_enabled = enabled;
     }
 
@@ -55,7 +55,7 @@ impl<C> Pool<C> {
         if apart == self.events_apart {
             return;
         }
-        record!(self.record_input(self.now, || crate::recorder::Input::EventsApart(apart)));
+        record!(self.record_input(self.now, || crate::Input::EventsApart(apart)));
         self.events_apart = apart;
         if apart {
             let mut rest = VecDeque::with_capacity(self.out.len());

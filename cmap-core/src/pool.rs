@@ -2,7 +2,8 @@
 //! transitions every checkout takes (spec: "Checking Out a Connection",
 //! "Checking In a Connection"), with the steps they share: moving the
 //! clock, taking an available connection, handing it out, closing one.
-//! Inputs are the `handle_*` methods; outputs go to one ordered queue
+//! Inputs are the values of `Input` (`input.rs`) that `Pool::handle`
+//! applies, or their typed `handle_*` forms; outputs go to one ordered queue
 //! (`output_queue.rs`) drained by [`Pool::poll_output`].
 //!
 //! What each input does in each state of the pool (checked against the
@@ -12,13 +13,19 @@
 //! | --- | --- | --- | --- |
 //! | check out | fails: `PoolClearedError` (retryable) | served by an available connection, or queued (and a connection started for it within the limits) | fails: `PoolClosedError` |
 //! | check in | pooled, or closed if perished (stale after the clear) | handed to the oldest waiter, or pooled; closed if perished | closed (`poolClosed`) |
+//! | detach | closed (`detached`), out of the pool's count | closed (`detached`); its room starts a connection for a waiter | closed (`detached`) |
 //! | established | available (not handed out while paused) | available, then the oldest waiter gets it | disposed of (abandoned at close: its event is out) |
 //! | establish failed (unlabelled) | closed (`error`); a stale failure does not clear again | clears (pauses; waiters fail), closed (`error`), its requester fails with the error; a labelled failure leaves the pool ready | ignored (abandoned at close) |
+//! | cancel | `Err(UnknownWaiter)`: the clear failed every waiter | leaves the queue, no event | `Err(UnknownWaiter)`: the close failed every waiter |
 //! | clear | stays paused, generation + 1, no event | paused, generation + 1, every waiter fails (retryable) | nothing |
+//! | reset after fork | stays paused, generation + 1, no cleared event; in use and pending connections closed | clears, interrupting what is in use and closing what is pending; waiters fail | nothing |
 //! | ready | ready; a background run populates | nothing | `Err(PoolClosed)` |
 //! | close | closed: idle closed, pending abandoned | closed: idle closed, pending abandoned, waiters fail | nothing |
-//! | resize | new sizes; idle above the maximum closed | new sizes; waiters served, idle above the maximum closed | `Err(ResizeClosed)` |
 //! | force close | `Err(NotClosed)` | `Err(NotClosed)` | connections in use interrupted (`poolClosed`) |
+//! | resize | new sizes; idle above the maximum closed | new sizes; waiters served, idle above the maximum closed | `Err(ResizeClosed)` |
+//! | timeout | nothing due (no waiter, no background run while paused) | checkouts past their deadline fail (timeout); background work that is due runs | nothing |
+//! | events off | no event built from here on | no event built from here on | no event built from here on |
+//! | events apart | events kept for `take_events` from here on | events kept for `take_events` from here on | events kept for `take_events` from here on |
 //!
 //! The other transitions live beside this file, each in the spec's words:
 //! the wait queue's (serving, expiring, cancelling) in `waiting.rs`, a
@@ -65,6 +72,7 @@ pub enum PoolState {
 
 /// What a clear applies to. `Clear::default()` is a plain clear.
 #[derive(Debug, Clone, Default)]
+#[cfg_attr(feature = "recorder", derive(serde::Serialize, serde::Deserialize))]
 pub struct Clear {
     /// Interrupt in-use (and pending) connections of the cleared
     /// generation (spec: `interruptInUseConnections`).
@@ -88,8 +96,9 @@ pub(crate) struct ServiceGeneration {
 /// the connection type `C`. The crate documentation states the driver
 /// contract with a sketch of its loop; in short:
 ///
-/// - **Inputs** — one `handle_*` call per thing that happened, `now`
-///   first: [`handle_check_out`](Self::handle_check_out) /
+/// - **Inputs** — one [`handle`](Self::handle) of an [`Input`](crate::Input)
+///   per thing that happened, `now` first; or its typed form:
+///   [`handle_check_out`](Self::handle_check_out) /
 ///   [`handle_check_out_until`](Self::handle_check_out_until) (a
 ///   checkout, whose outcome comes as `Deliver` or `Fail`),
 ///   [`handle_check_in`](Self::handle_check_in),
@@ -492,7 +501,10 @@ impl<C> Pool<C> {
         if connection.meta.pool != self.id {
             return Err(CheckInError::WrongPool(connection));
         }
-        record!(self.record_input(now, || crate::recorder::Input::Detach(*connection.meta)));
+        record!(self.record_input(now, || crate::Input::Detach(Pooled {
+            meta: connection.meta.clone(),
+            conn: ()
+        })));
         self.advance(now);
         let Pooled { meta, conn } = connection;
         let (entry, _) = self.end_use(&meta);
@@ -507,7 +519,7 @@ impl<C> Pool<C> {
     /// Lets time pass: expires checkouts, runs background work that is due,
     /// and re-readies after a backoff. Safe to call at any time.
     pub fn handle_timeout(&mut self, now: Instant) {
-        record!(self.record_input(now, || crate::recorder::Input::Timeout));
+        record!(self.record_input(now, || crate::Input::Timeout));
         self.advance(now);
         self.run_due_timers();
         self.serve_queue();

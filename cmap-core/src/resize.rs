@@ -28,7 +28,7 @@ impl<C> Pool<C> {
     /// [`UsageError::ResizeClosed`] once the pool is closed. The pool keeps
     /// its sizes either way.
     pub fn handle_resize(&mut self, now: Instant, min: u32, max: u32) -> Result<(), UsageError> {
-        record!(self.record_input(now, || crate::recorder::Input::Resize { min, max }));
+        record!(self.record_input(now, || crate::Input::Resize { min, max }));
         self.advance(now);
         if self.state == PoolState::Closed {
             return Err(UsageError::ResizeClosed);

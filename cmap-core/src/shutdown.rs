@@ -23,7 +23,7 @@ impl<C> Pool<C> {
     /// [`UsageError::NotClosed`] while the pool is not closed: close it
     /// first, so that no checkout is served meanwhile.
     pub fn handle_force_close(&mut self, now: Instant) -> Result<usize, UsageError> {
-        record!(self.record_input(now, || crate::recorder::Input::ForceClose));
+        record!(self.record_input(now, || crate::Input::ForceClose));
         self.advance(now);
         if self.state != PoolState::Closed {
             return Err(UsageError::NotClosed);

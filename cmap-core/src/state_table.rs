@@ -1,7 +1,10 @@
 //! The pool's states × inputs table (spec: "Connection Pool Behaviors"),
-//! as data: [`TABLE`] is the table at the top of `pool.rs`, and the tests
-//! below check every cell against what the code does, and that `pool.rs`
-//! shows this very table. Built for tests only.
+//! as data: [`TABLE`] is the table at the top of `pool.rs`, one row per
+//! kind of [`Input`](crate::Input), and the tests below apply each row's
+//! input through `Pool::handle` and check every cell against what the code
+//! does, that every kind of input has its row (a new variant fails to
+//! compile in `row_of`), and that `pool.rs` shows this very table. Built
+//! for tests only.
 
 use crate::pool::PoolState;
 use PoolState::{Closed, Paused, Ready};
@@ -45,6 +48,14 @@ pub(crate) const TABLE: &[Row] = &[
         ],
     },
     Row {
+        input: "detach",
+        cells: [
+            cell(Paused, "ConnectionClosed", "closed (`detached`), out of the pool's count"),
+            cell(Ready, "ConnectionClosed, ConnectionCreated", "closed (`detached`); its room starts a connection for a waiter"),
+            cell(Closed, "ConnectionClosed", "closed (`detached`)"),
+        ],
+    },
+    Row {
         input: "established",
         cells: [
             cell(Paused, "ConnectionReady", "available (not handed out while paused)"),
@@ -61,10 +72,26 @@ pub(crate) const TABLE: &[Row] = &[
         ],
     },
     Row {
+        input: "cancel",
+        cells: [
+            cell(Paused, "Err(UnknownWaiter(WaiterId(3)))", "`Err(UnknownWaiter)`: the clear failed every waiter"),
+            cell(Ready, "", "leaves the queue, no event"),
+            cell(Closed, "Err(UnknownWaiter(WaiterId(3)))", "`Err(UnknownWaiter)`: the close failed every waiter"),
+        ],
+    },
+    Row {
         input: "clear",
         cells: [
             cell(Paused, "", "stays paused, generation + 1, no event"),
             cell(Paused, "ConnectionPoolCleared, ConnectionCheckOutFailed, ConnectionCheckOutFailed", "paused, generation + 1, every waiter fails (retryable)"),
+            cell(Closed, "", "nothing"),
+        ],
+    },
+    Row {
+        input: "reset after fork",
+        cells: [
+            cell(Paused, "ConnectionClosed, ConnectionClosed", "stays paused, generation + 1, no cleared event; in use and pending connections closed"),
+            cell(Paused, "ConnectionPoolCleared, ConnectionClosed, ConnectionClosed, ConnectionCheckOutFailed, ConnectionCheckOutFailed", "clears, interrupting what is in use and closing what is pending; waiters fail"),
             cell(Closed, "", "nothing"),
         ],
     },
@@ -85,6 +112,14 @@ pub(crate) const TABLE: &[Row] = &[
         ],
     },
     Row {
+        input: "force close",
+        cells: [
+            cell(Paused, "Err(NotClosed)", "`Err(NotClosed)`"),
+            cell(Ready, "Err(NotClosed)", "`Err(NotClosed)`"),
+            cell(Closed, "ConnectionClosed", "connections in use interrupted (`poolClosed`)"),
+        ],
+    },
+    Row {
         input: "resize",
         cells: [
             cell(Paused, "ConnectionPoolResized", "new sizes; idle above the maximum closed"),
@@ -93,11 +128,27 @@ pub(crate) const TABLE: &[Row] = &[
         ],
     },
     Row {
-        input: "force close",
+        input: "timeout",
         cells: [
-            cell(Paused, "Err(NotClosed)", "`Err(NotClosed)`"),
-            cell(Ready, "Err(NotClosed)", "`Err(NotClosed)`"),
-            cell(Closed, "ConnectionClosed", "connections in use interrupted (`poolClosed`)"),
+            cell(Paused, "", "nothing due (no waiter, no background run while paused)"),
+            cell(Ready, "ConnectionCheckOutFailed, ConnectionCheckOutFailed", "checkouts past their deadline fail (timeout); background work that is due runs"),
+            cell(Closed, "", "nothing"),
+        ],
+    },
+    Row {
+        input: "events off",
+        cells: [
+            cell(Paused, "", "no event built from here on"),
+            cell(Ready, "", "no event built from here on"),
+            cell(Closed, "", "no event built from here on"),
+        ],
+    },
+    Row {
+        input: "events apart",
+        cells: [
+            cell(Paused, "", "events kept for `take_events` from here on"),
+            cell(Ready, "", "events kept for `take_events` from here on"),
+            cell(Closed, "", "events kept for `take_events` from here on"),
         ],
     },
 ];
@@ -124,9 +175,10 @@ mod tests {
 
     use super::{markdown, TABLE};
     use crate::error::{EstablishError, EstablishErrorKind};
+    use crate::input::{HandleError, Input, InputKind};
     use crate::output::{Action, Output};
     use crate::pool::{Clear, Pool, PoolState};
-    use crate::{Address, ConnectionId, PoolOptions, Pooled};
+    use crate::{Address, ConnectionId, PoolOptions, Pooled, WaiterId};
 
     /// A pool in `state` with a connection in use (`held`) and one being
     /// established (`pending`) for a checkout that waits (maxPoolSize 2).
@@ -134,6 +186,8 @@ mod tests {
         pool: Pool<u64>,
         held: Option<Pooled<u64>>,
         pending: ConnectionId,
+        /// The second checkout queued, for which no connection is made.
+        last_waiter: WaiterId,
     }
 
     fn drain(pool: &mut Pool<u64>) -> (Vec<&'static str>, Vec<Action<u64>>) {
@@ -151,6 +205,7 @@ mod tests {
         let now = crate::test_clock::origin();
         let options = PoolOptions::builder()
             .max_pool_size(2)
+            .wait_queue_timeout(Duration::from_secs(1))
             .maintenance_interval(None)
             .build()
             .unwrap();
@@ -167,7 +222,7 @@ mod tests {
             _ => None,
         });
         pool.handle_check_out(now);
-        pool.handle_check_out(now);
+        let last_waiter = pool.handle_check_out(now);
         let pending = drain(&mut pool)
             .1
             .into_iter()
@@ -182,54 +237,98 @@ mod tests {
             PoolState::Closed => pool.handle_close(now),
         }
         drain(&mut pool);
-        Setup { pool, held, pending }
+        Setup {
+            pool,
+            held,
+            pending,
+            last_waiter,
+        }
     }
 
-    fn apply(input: &str, s: &mut Setup) -> String {
-        let now = s.pool.now() + Duration::from_millis(1);
-        let result: Result<(), String> = match input {
-            "check out" => {
-                s.pool.handle_check_out(now);
-                Ok(())
-            }
-            "check in" => {
-                let held = s.held.take().expect("held");
-                s.pool.handle_check_in(now, held).map_err(|e| e.to_string())
-            }
-            "established" => s
-                .pool
-                .handle_established(now, s.pending, 2, None)
-                .map_err(|e| e.to_string()),
-            "establish failed (unlabelled)" => {
-                let error =
-                    EstablishError::new(EstablishErrorKind::Authentication, std::io::Error::other("no"));
-                s.pool
-                    .handle_establish_failed(now, s.pending, error)
-                    .map_err(|e| e.to_string())
-            }
-            "clear" => s
-                .pool
-                .handle_clear(now, Clear::default())
-                .map_err(|e| format!("{e:?}")),
-            "ready" => s.pool.handle_ready(now).map_err(|e| format!("{e:?}")),
-            "close" => {
-                s.pool.handle_close(now);
-                Ok(())
-            }
-            "resize" => s.pool.handle_resize(now, 0, 5).map_err(|e| format!("{e:?}")),
-            "force close" => s
-                .pool
-                .handle_force_close(now)
-                .map(drop)
-                .map_err(|e| format!("{e:?}")),
+    /// The input of a row, in the setup `s`, at `now`.
+    fn input_of(row: &str, s: &mut Setup) -> Input<u64> {
+        match row {
+            "check out" => Input::CheckOut {
+                deadline: None,
+                direct: false,
+            },
+            "check in" => Input::CheckIn(s.held.take().expect("held")),
+            "detach" => Input::Detach(s.held.take().expect("held")),
+            "established" => Input::Established {
+                id: s.pending,
+                connection: 2,
+                service_id: None,
+            },
+            "establish failed (unlabelled)" => Input::EstablishFailed {
+                id: s.pending,
+                error: EstablishError::new(EstablishErrorKind::Authentication, std::io::Error::other("no")),
+            },
+            "cancel" => Input::Cancel(s.last_waiter),
+            "clear" => Input::Clear(Clear::default()),
+            "reset after fork" => Input::ResetAfterFork,
+            "ready" => Input::Ready,
+            "close" => Input::Close,
+            "force close" => Input::ForceClose,
+            "resize" => Input::Resize { min: 0, max: 5 },
+            "timeout" => Input::Timeout,
+            "events off" => Input::EventsEnabled(false),
+            "events apart" => Input::EventsApart(true),
             other => panic!("no input {other}"),
+        }
+    }
+
+    /// The row of a kind of input: a new kind fails to compile here until
+    /// the table has a row for it.
+    fn row_of(kind: InputKind) -> &'static str {
+        match kind {
+            InputKind::CheckOut => "check out",
+            InputKind::CheckIn => "check in",
+            InputKind::Detach => "detach",
+            InputKind::Established => "established",
+            InputKind::EstablishFailed => "establish failed (unlabelled)",
+            InputKind::Cancel => "cancel",
+            InputKind::Clear => "clear",
+            InputKind::ResetAfterFork => "reset after fork",
+            InputKind::Ready => "ready",
+            InputKind::Close => "close",
+            InputKind::ForceClose => "force close",
+            InputKind::Resize => "resize",
+            InputKind::Timeout => "timeout",
+            InputKind::EventsEnabled => "events off",
+            InputKind::EventsApart => "events apart",
+        }
+    }
+
+    fn apply(row: &str, s: &mut Setup) -> String {
+        // Past the wait queue's timeout for the timer, just after the
+        // setup for the rest.
+        let step = if row == "timeout" {
+            Duration::from_secs(2)
+        } else {
+            Duration::from_millis(1)
         };
+        let now = s.pool.now() + step;
+        let input = input_of(row, s);
+        assert_eq!(row_of(input.kind()), row, "the row's input is its own");
+        let result = s.pool.handle(now, input).map(drop).map_err(|e| match e {
+            HandleError::Usage(e) => format!("{e:?}"),
+            HandleError::CheckIn(e) => format!("{e:?}"),
+        });
         let (events, _) = drain(&mut s.pool);
         let said = match result {
             Ok(()) => events.join(", "),
             Err(e) => format!("Err({e})"),
         };
         format!("{:?}: {said}", s.pool.state())
+    }
+
+    #[test]
+    fn every_kind_of_input_has_one_row() {
+        let mut rows: Vec<&str> = TABLE.iter().map(|row| row.input).collect();
+        let kinds: Vec<&str> = InputKind::ALL.into_iter().map(row_of).collect();
+        assert_eq!(rows, kinds, "a row per kind of input, in its order");
+        rows.dedup();
+        assert_eq!(rows.len(), TABLE.len(), "a row per kind, once");
     }
 
     #[test]

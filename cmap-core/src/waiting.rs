@@ -33,7 +33,7 @@ impl<C> Pool<C> {
     /// (served, failed or cancelled): if its `Deliver` is in flight, the
     /// caller checks that connection in.
     pub fn handle_cancel(&mut self, now: Instant, waiter: WaiterId) -> Result<(), UsageError> {
-        record!(self.record_input(now, || crate::recorder::Input::Cancel(waiter)));
+        record!(self.record_input(now, || crate::Input::Cancel(waiter)));
         self.advance(now);
         let Some(queued) = self.queue.remove(waiter) else {
             return Err(UsageError::UnknownWaiter(waiter));

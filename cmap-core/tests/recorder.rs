@@ -6,68 +6,68 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use cmap_core::virtual_time::{self, VirtualDriver};
 use cmap_core::{
-    Action, CheckOut, Clear, ConnectionId, EstablishError, EstablishErrorKind, Output, Pool, PoolOptions,
-    Pooled, Recording, ReplayError, WaiterId,
+    Action, CheckOut, Clear, ConnectionId, EstablishError, EstablishErrorKind, HandleError, Handled, Input,
+    InputKind, Output, Pool, PoolOptions, Pooled, Recording, ReplayError, UsageError, WaiterId,
 };
 use proptest::prelude::*;
 use support::{origin, Conn};
 
-/// One thing a driver may do.
+/// One thing a driver may do: let time pass, or feed the pool an input
+/// of `kind`, its arguments drawn from the driver's books by `pick` and
+/// shaped by `value` (a deadline, sizes) and `flags`.
 #[derive(Debug, Clone)]
 enum Op {
-    CheckOut {
-        direct: bool,
-        deadline_ms: Option<u64>,
-    },
-    /// `direct`: through `handle_check_in_direct`, whose hand-over the
-    /// recording must keep as the `Deliver` a replay makes.
-    CheckIn {
+    Input {
+        kind: InputKind,
         pick: usize,
-        errored: bool,
-        direct: bool,
-    },
-    Detach {
-        pick: usize,
-    },
-    Establish {
-        pick: usize,
-        ok: bool,
-        network: bool,
-    },
-    Cancel {
-        pick: usize,
-    },
-    Clear {
-        interrupt: bool,
-    },
-    Ready,
-    Resize {
-        min: u32,
-        max: u32,
-    },
-    Events {
-        enabled: bool,
-        apart: bool,
+        value: u64,
+        flags: u8,
     },
     Wait {
         ms: u64,
     },
 }
 
+// The flags of an input.
+/// A checkout with a deadline of its own (`value` ms).
+const DEADLINE: u8 = 1;
+/// A checkout or check-in through its direct entry point: the recording
+/// keeps a check-in's hand-over as the `Deliver` a replay makes.
+const DIRECT: u8 = 2;
+/// A check-in of a connection marked errored.
+const ERRORED: u8 = 4;
+/// A failed establishment with a network error.
+const NETWORK: u8 = 8;
+/// A clear that interrupts; events on; events apart.
+const ON: u8 = 16;
+
+/// How often each kind of input comes; a kind the test does not know
+/// fails in `Driver::input`.
+fn weight(kind: InputKind) -> u32 {
+    match kind {
+        InputKind::CheckOut | InputKind::CheckIn | InputKind::Established => 4,
+        InputKind::Ready => 2,
+        // The run ends with a close.
+        InputKind::Close => 0,
+        _ => 1,
+    }
+}
+
 fn op() -> impl Strategy<Value = Op> {
-    prop_oneof![
-        4 => (any::<bool>(), proptest::option::of(0u64..300)).prop_map(|(direct, deadline_ms)| Op::CheckOut { direct, deadline_ms }),
-        4 => (any::<usize>(), proptest::bool::weighted(0.1), any::<bool>()).prop_map(|(pick, errored, direct)| Op::CheckIn { pick, errored, direct }),
-        1 => any::<usize>().prop_map(|pick| Op::Detach { pick }),
-        4 => (any::<usize>(), proptest::bool::weighted(0.8), any::<bool>()).prop_map(|(pick, ok, network)| Op::Establish { pick, ok, network }),
-        1 => any::<usize>().prop_map(|pick| Op::Cancel { pick }),
-        1 => any::<bool>().prop_map(|interrupt| Op::Clear { interrupt }),
-        2 => Just(Op::Ready),
-        1 => (0u32..3, 0u32..6).prop_map(|(min, max)| Op::Resize { min, max }),
-        1 => (proptest::bool::weighted(0.8), any::<bool>()).prop_map(|(enabled, apart)| Op::Events { enabled, apart }),
-        3 => (0u64..400).prop_map(|ms| Op::Wait { ms }),
-    ]
+    let inputs = InputKind::ALL.into_iter().filter(|k| weight(*k) > 0).map(|kind| {
+        let flags = prop_oneof![3 => 0u8..32, 1 => Just(ON)];
+        let op = (any::<usize>(), 0u64..300, flags).prop_map(move |(pick, value, flags)| Op::Input {
+            kind,
+            pick,
+            value,
+            flags,
+        });
+        (weight(kind), op.boxed())
+    });
+    let wait = (0u64..400).prop_map(|ms| Op::Wait { ms }).boxed();
+    proptest::strategy::Union::new_weighted(inputs.chain([(3, wait)]).collect())
 }
 
 /// A driver of the core on virtual time that keeps what a real one keeps.
@@ -96,117 +96,142 @@ impl Driver {
         }
     }
 
-    fn drain(&mut self) {
-        while let Some(output) = self.pool.poll_output() {
-            match output {
-                Output::Action(Action::Establish { id }) => self.pending.push(id),
-                Output::Action(Action::AbortEstablish { .. }) => {}
-                Output::Action(Action::Deliver { waiter, connection }) => {
-                    self.waiting.retain(|w| *w != waiter);
-                    self.held.push(connection);
-                }
-                Output::Action(Action::Fail { waiter, .. }) => self.waiting.retain(|w| *w != waiter),
-                Output::Action(_) | Output::Event(_) => {}
-            }
-        }
-        self.pool.take_events(&mut self.events);
-        self.events.clear();
-    }
-
     fn step(&mut self, op: &Op) {
-        let now = self.now;
-        let pick = |len: usize, at: usize| (len > 0).then(|| at % len);
         match *op {
-            Op::CheckOut { direct, deadline_ms } => {
-                let deadline = deadline_ms.map(|ms| now + Duration::from_millis(ms));
-                if direct {
-                    match self.pool.handle_check_out_direct(now, deadline) {
-                        CheckOut::Ready(connection) => self.held.push(connection),
-                        CheckOut::Later(waiter) => self.waiting.push(waiter),
-                    }
-                } else {
-                    let waiter = self.pool.handle_check_out_until(now, deadline);
-                    self.waiting.push(waiter);
-                }
+            Op::Wait { ms } => {
+                virtual_time::advance(self, self.now + Duration::from_millis(ms)).unwrap();
             }
-            Op::CheckIn {
-                pick: at,
-                errored,
-                direct,
+            Op::Input {
+                kind,
+                pick,
+                value,
+                flags,
             } => {
-                if let Some(i) = pick(self.held.len(), at) {
-                    let mut connection = self.held.swap_remove(i);
-                    if errored {
-                        connection.mark_errored();
-                    }
-                    if direct {
-                        if let Some(handed) = self.pool.handle_check_in_direct(now, connection).unwrap() {
+                if kind == InputKind::CheckIn && flags & DIRECT != 0 {
+                    if let Some(connection) = self.take_held(pick, flags) {
+                        if let Some(handed) = self.pool.handle_check_in_direct(self.now, connection).unwrap()
+                        {
                             self.held.push(handed.connection);
                             self.waiting.retain(|w| *w != handed.waiter);
                         }
-                    } else {
-                        self.pool.handle_check_in(now, connection).unwrap();
                     }
-                }
-            }
-            Op::Detach { pick: at } => {
-                if let Some(i) = pick(self.held.len(), at) {
-                    let connection = self.held.swap_remove(i);
-                    self.pool.handle_detach(now, connection).unwrap();
-                }
-            }
-            Op::Establish {
-                pick: at,
-                ok,
-                network,
-            } => {
-                if let Some(i) = pick(self.pending.len(), at) {
-                    let id = self.pending.swap_remove(i);
-                    if ok {
-                        let _ = self.pool.handle_established(now, id, Conn(id.0), None);
-                    } else {
-                        let kind = if network {
-                            EstablishErrorKind::Network
-                        } else {
-                            EstablishErrorKind::Other
-                        };
-                        let cause = std::io::Error::other(format!("connection {id} refused"));
-                        let _ = self
-                            .pool
-                            .handle_establish_failed(now, id, EstablishError::new(kind, cause));
-                    }
-                }
-            }
-            Op::Cancel { pick: at } => {
-                if let Some(i) = pick(self.waiting.len(), at) {
-                    let waiter = self.waiting.swap_remove(i);
-                    let _ = self.pool.handle_cancel(now, waiter);
-                }
-            }
-            Op::Clear { interrupt } => {
-                let clear = Clear {
-                    interrupt_in_use: interrupt,
-                    cause: Some("test".into()),
-                    ..Clear::default()
-                };
-                self.pool.handle_clear(now, clear).unwrap();
-            }
-            Op::Ready => self.pool.handle_ready(now).unwrap(),
-            Op::Resize { min, max } => {
-                let _ = self.pool.handle_resize(now, min, max);
-            }
-            Op::Events { enabled, apart } => {
-                self.pool.set_events_enabled(enabled);
-                self.pool.set_events_apart(apart);
-            }
-            Op::Wait { ms } => {
-                self.now += Duration::from_millis(ms);
-                if self.pool.poll_timeout().is_some_and(|t| t <= self.now) {
-                    self.pool.handle_timeout(self.now);
+                    virtual_time::drain(self).unwrap();
+                } else if let Some(input) = self.input(kind, pick, value, flags) {
+                    virtual_time::apply(self, input).unwrap();
                 }
             }
         }
-        self.drain();
+    }
+
+    /// The input of `kind` with arguments from the books, if they hold
+    /// something to pick.
+    fn input(&mut self, kind: InputKind, pick: usize, value: u64, flags: u8) -> Option<Input<Conn>> {
+        let at = |len: usize| (len > 0).then(|| pick % len);
+        let on = flags & ON != 0;
+        Some(match kind {
+            InputKind::CheckOut => Input::CheckOut {
+                deadline: (flags & DEADLINE != 0).then(|| self.now + Duration::from_millis(value)),
+                direct: flags & DIRECT != 0,
+            },
+            InputKind::CheckIn => Input::CheckIn(self.take_held(pick, flags)?),
+            InputKind::Detach => Input::Detach(self.take_held(pick, 0)?),
+            InputKind::Established => {
+                let id = self.pending.swap_remove(at(self.pending.len())?);
+                Input::Established {
+                    id,
+                    connection: Conn(id.0),
+                    service_id: None,
+                }
+            }
+            InputKind::EstablishFailed => {
+                let id = self.pending.swap_remove(at(self.pending.len())?);
+                let kind = if flags & NETWORK != 0 {
+                    EstablishErrorKind::Network
+                } else {
+                    EstablishErrorKind::Other
+                };
+                let cause = std::io::Error::other(format!("connection {id} refused"));
+                Input::EstablishFailed {
+                    id,
+                    error: EstablishError::new(kind, cause),
+                }
+            }
+            InputKind::Cancel => Input::Cancel(self.waiting.swap_remove(at(self.waiting.len())?)),
+            InputKind::Clear => Input::Clear(Clear {
+                interrupt_in_use: on,
+                cause: Some("test".into()),
+                ..Clear::default()
+            }),
+            InputKind::ResetAfterFork => Input::ResetAfterFork,
+            InputKind::Ready => Input::Ready,
+            InputKind::Close => Input::Close,
+            InputKind::ForceClose => Input::ForceClose,
+            InputKind::Resize => Input::Resize {
+                min: (value % 3) as u32,
+                max: (value / 3 % 6) as u32,
+            },
+            InputKind::Timeout => Input::Timeout,
+            // Events on four times in five.
+            InputKind::EventsEnabled => Input::EventsEnabled(on || !value.is_multiple_of(5)),
+            InputKind::EventsApart => Input::EventsApart(on),
+            other => panic!("a kind of input this test does not build: {other:?}"),
+        })
+    }
+
+    /// A held connection, by `pick`, marked errored if `flags` say.
+    fn take_held(&mut self, pick: usize, flags: u8) -> Option<Pooled<Conn>> {
+        let len = self.held.len();
+        let mut connection = (len > 0).then(|| self.held.swap_remove(pick % len))?;
+        if flags & ERRORED != 0 {
+            connection.mark_errored();
+        }
+        Some(connection)
+    }
+}
+
+/// The driver on cmap-core's virtual-time loop.
+impl VirtualDriver<Conn> for Driver {
+    type Error = String;
+
+    fn pool(&mut self) -> &mut Pool<Conn> {
+        &mut self.pool
+    }
+
+    fn clock(&mut self) -> &mut Instant {
+        &mut self.now
+    }
+
+    /// Books a checkout; a check-in, a detach or a clear of this pool is
+    /// never refused (the rest may be, and the recording keeps that too).
+    fn answered(&mut self, answer: Result<Handled<Conn>, HandleError<Conn>>) -> Result<(), String> {
+        match answer {
+            Ok(Handled::CheckOut(CheckOut::Ready(connection))) => self.held.push(connection),
+            Ok(Handled::CheckOut(CheckOut::Later(waiter))) => self.waiting.push(waiter),
+            Ok(_)
+            | Err(HandleError::Usage(UsageError::UnknownConnection(_) | UsageError::UnknownWaiter(_))) => {}
+            Err(HandleError::Usage(UsageError::InvalidSize(_) | UsageError::NotClosed)) => {}
+            Err(e) => return Err(format!("refused: {e:?}")),
+        }
+        Ok(())
+    }
+
+    fn perform(&mut self, output: Output<Conn>) -> Result<(), String> {
+        match output {
+            Output::Action(Action::Establish { id }) => self.pending.push(id),
+            Output::Action(Action::Deliver { waiter, connection }) => {
+                self.waiting.retain(|w| *w != waiter);
+                self.held.push(connection);
+            }
+            Output::Action(Action::Fail { waiter, .. }) => self.waiting.retain(|w| *w != waiter),
+            Output::Action(_) | Output::Event(_) => {}
+        }
+        Ok(())
+    }
+
+    fn settled(&mut self) -> Result<(), String> {
+        self.pool.take_events(&mut self.events);
+        self.events.clear();
+        Ok(())
     }
 }
 
@@ -228,13 +253,11 @@ fn options(max: u32, min: u32, lifetime: bool) -> PoolOptions {
 /// recording and the pool's counts at the end.
 fn record(ops: &[Op], capacity: usize, opts: PoolOptions) -> (Recording, cmap_core::Status) {
     let mut driver = Driver::new(opts, capacity);
-    driver.pool.handle_ready(driver.now).unwrap();
-    driver.drain();
+    virtual_time::apply(&mut driver, Input::Ready).unwrap();
     for op in ops {
         driver.step(op);
     }
-    driver.pool.handle_close(driver.now);
-    driver.drain();
+    virtual_time::apply(&mut driver, Input::Close).unwrap();
     assert_eq!(driver.pool.recording_incident(), None);
     (driver.pool.recording().expect("recording"), driver.pool.status())
 }
@@ -270,22 +293,25 @@ proptest! {
 /// A run with a bit of everything, for the tests that alter it.
 fn busy_recording() -> Recording {
     let mut ops = Vec::new();
+    let input = |kind, flags, value| Op::Input {
+        kind,
+        pick: 0,
+        value,
+        flags,
+    };
     for round in 0..20u64 {
-        ops.push(Op::CheckOut {
-            direct: round % 2 == 0,
-            deadline_ms: Some(100),
-        });
-        ops.push(Op::Establish {
-            pick: 0,
-            ok: round % 5 != 3,
-            network: round % 2 == 0,
-        });
+        let direct = if round % 2 == 0 { DIRECT } else { 0 };
+        ops.push(input(InputKind::CheckOut, direct | DEADLINE, 100));
+        let network = if round % 2 == 0 { NETWORK } else { 0 };
+        if round % 5 != 3 {
+            ops.push(input(InputKind::Established, 0, 0));
+        } else {
+            ops.push(input(InputKind::EstablishFailed, network, 0));
+        }
         ops.push(Op::Wait { ms: 30 });
-        ops.push(Op::CheckIn {
-            pick: 0,
-            errored: round % 7 == 6,
-            direct: round % 2 == 1,
-        });
+        let errored = if round % 7 == 6 { ERRORED } else { 0 };
+        let direct = if round % 2 == 1 { DIRECT } else { 0 };
+        ops.push(input(InputKind::CheckIn, errored | direct, 0));
     }
     record(&ops, 100_000, options(3, 1, false)).0
 }

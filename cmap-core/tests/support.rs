@@ -3,7 +3,10 @@
 
 use std::time::{Duration, Instant};
 
-use cmap_core::{Action, ConnectionId, Event, Output, Pool, PoolOptions, Pooled, UsageError, WaiterId};
+use cmap_core::virtual_time::{self, VirtualDriver};
+use cmap_core::{
+    Action, ConnectionId, Event, Input, Output, Pool, PoolOptions, Pooled, UsageError, WaiterId,
+};
 
 /// A fake connection: just its number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,18 +23,6 @@ pub struct Harness {
     pub aborted: Vec<ConnectionId>,
     pub closed: Vec<(ConnectionId, cmap_core::ClosedReason)>,
     pub interrupted: Vec<ConnectionId>,
-}
-
-/// The pool's next output, checking that `has_output` announced exactly
-/// that: an output, or none.
-pub fn next_output<C>(pool: &mut Pool<C>) -> Result<Option<Output<C>>, String> {
-    let announced = pool.has_output();
-    let out = pool.poll_output();
-    match (announced, out.is_some()) {
-        (true, false) => Err("has_output() announced an output that never came".to_owned()),
-        (false, true) => Err("an output came that has_output() did not announce".to_owned()),
-        _ => Ok(out),
-    }
 }
 
 /// Reports that establishing connection `id` failed (connection refused).
@@ -71,6 +62,38 @@ pub fn origin() -> Instant {
     Instant::now()
 }
 
+/// The harness on cmap-core's virtual-time loop: outputs filed in lists.
+impl VirtualDriver<Conn> for Harness {
+    type Error = String;
+
+    fn pool(&mut self) -> &mut Pool<Conn> {
+        &mut self.pool
+    }
+
+    fn clock(&mut self) -> &mut Instant {
+        &mut self.now
+    }
+
+    fn perform(&mut self, out: Output<Conn>) -> Result<(), String> {
+        match out {
+            Output::Event(e) => self.events.push(e),
+            Output::Action(Action::Establish { id }) => self.establishing.push(id),
+            Output::Action(Action::AbortEstablish { id }) => self.aborted.push(id),
+            Output::Action(Action::Deliver { waiter, connection }) => {
+                self.delivered.push((waiter, connection))
+            }
+            Output::Action(Action::Fail { waiter, error }) => self.failed.push((waiter, error)),
+            Output::Action(Action::Close { id, reason, .. }) => self.closed.push((id, reason)),
+            Output::Action(Action::Interrupt { id }) => self.interrupted.push(id),
+        }
+        Ok(())
+    }
+
+    fn settled(&mut self) -> Result<(), String> {
+        self.pool.check_invariants()
+    }
+}
+
 impl Harness {
     pub fn new(options: PoolOptions) -> Harness {
         let t0 = origin();
@@ -98,27 +121,17 @@ impl Harness {
         h
     }
 
+    /// Performs every output (cmap-core's virtual-time loop, which checks
+    /// that `has_output` announced each), then checks the invariants.
     pub fn drain(&mut self) {
-        while let Some(out) = next_output(&mut self.pool).unwrap_or_else(|e| panic!("{e}")) {
-            match out {
-                Output::Event(e) => self.events.push(e),
-                Output::Action(Action::Establish { id }) => self.establishing.push(id),
-                Output::Action(Action::AbortEstablish { id }) => self.aborted.push(id),
-                Output::Action(Action::Deliver { waiter, connection }) => {
-                    self.delivered.push((waiter, connection))
-                }
-                Output::Action(Action::Fail { waiter, error }) => self.failed.push((waiter, error)),
-                Output::Action(Action::Close { id, reason, .. }) => self.closed.push((id, reason)),
-                Output::Action(Action::Interrupt { id }) => self.interrupted.push(id),
-            }
-        }
-        self.pool.check_invariants().unwrap();
+        virtual_time::drain(self).unwrap_or_else(|e| panic!("{e}"));
     }
 
+    /// Moves the clock `ms` and fires the timer then, once: a timer that
+    /// wakes late, or a jump past several deadlines at once.
     pub fn advance(&mut self, ms: u64) {
         self.now += Duration::from_millis(ms);
-        self.pool.handle_timeout(self.now);
-        self.drain();
+        virtual_time::apply(self, Input::Timeout).unwrap_or_else(|e| panic!("{e}"));
     }
 
     pub fn check_out(&mut self) -> WaiterId {

@@ -36,7 +36,10 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use cmap_core::{Action, Clear, ConnectionId, EstablishError, Output, Pool, PoolOptions, Pooled, WaiterId};
+use cmap_core::virtual_time::{self, VirtualDriver};
+use cmap_core::{
+    Action, Clear, ConnectionId, EstablishError, Input, Output, Pool, PoolOptions, Pooled, WaiterId,
+};
 use serde_json::Value;
 
 use crate::endpoint::{Endpoint, EndpointError};
@@ -104,6 +107,40 @@ struct Sim {
     actor: String,
     trace: Trace,
     steps: u64,
+}
+
+/// The engine on cmap-core's virtual-time loop, for its drains: events
+/// recorded, actions performed, the invariants checked after each input.
+/// Its clock moves by its own schedule (`advance`), timers among the rest.
+impl VirtualDriver<SimConn> for Sim {
+    type Error = String;
+
+    fn pool(&mut self) -> &mut Pool<SimConn> {
+        &mut self.pool
+    }
+
+    fn clock(&mut self) -> &mut Instant {
+        &mut self.now
+    }
+
+    fn perform(&mut self, output: Output<SimConn>) -> Result<(), String> {
+        match output {
+            Output::Event(event) => {
+                let json = event_json(&event);
+                *self.seen.entry(event.name()).or_default() += 1;
+                self.note(|| format!("event {json}"));
+                self.events.push(json);
+                Ok(())
+            }
+            Output::Action(action) => self.carry_out(action),
+        }
+    }
+
+    fn settled(&mut self) -> Result<(), String> {
+        self.pool
+            .check_invariants()
+            .map_err(|e| format!("pool invariant broken: {e}"))
+    }
 }
 
 impl Sim {
@@ -281,8 +318,7 @@ impl Sim {
         if timer == Some(next) {
             self.actor = "timer".into();
             self.note(|| "handle_timeout".into());
-            self.pool.handle_timeout(next);
-            return self.drain().map(|()| true);
+            return virtual_time::apply(self, Input::Timeout).map(|()| true);
         }
         if let Some((_, id)) = connect.filter(|(due, _)| *due == next) {
             return self.complete(id).map(|()| true);
@@ -325,25 +361,13 @@ impl Sim {
         self.drain()
     }
 
-    /// Drains the pool's outputs, recording events and performing actions.
+    /// Drains the pool's outputs, recording events and performing actions
+    /// (cmap-core's virtual-time loop), then checks the pool's invariants.
     fn drain(&mut self) -> Result<(), String> {
-        while let Some(output) = self.pool.poll_output() {
-            match output {
-                Output::Event(event) => {
-                    let json = event_json(&event);
-                    *self.seen.entry(event.name()).or_default() += 1;
-                    self.note(|| format!("event {json}"));
-                    self.events.push(json);
-                }
-                Output::Action(action) => self.perform(action)?,
-            }
-        }
-        self.pool
-            .check_invariants()
-            .map_err(|e| format!("pool invariant broken: {e}"))
+        virtual_time::drain(self)
     }
 
-    fn perform(&mut self, action: Action<SimConn>) -> Result<(), String> {
+    fn carry_out(&mut self, action: Action<SimConn>) -> Result<(), String> {
         match action {
             Action::Establish { id } => {
                 let handshake = self.endpoint.handshake();

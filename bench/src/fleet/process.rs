@@ -19,7 +19,10 @@
 //!   per failover.
 
 use std::collections::HashMap;
+use std::convert::Infallible;
+use std::time::Instant;
 
+use cmap_core::virtual_time::{self, VirtualDriver};
 use cmap_core::{Action, CheckOut, CheckOutError, Clear, ConnectionId, Output, Pool, PoolState, Pooled};
 
 use super::metrics::Failure;
@@ -283,9 +286,13 @@ impl Process {
     /// monitor need.
     fn settle(&mut self, w: &mut World, p: u32) {
         loop {
-            while let Some(output) = self.pool.poll_output() {
-                self.carry_out(w, p, output);
-            }
+            let now = w.instant(w.sched.now());
+            let Ok(()) = virtual_time::drain(&mut Settling {
+                process: self,
+                w,
+                p,
+                now,
+            });
             if !self.retry.is_empty() {
                 for req in std::mem::take(&mut self.retry) {
                     self.attempt(w, p, req);
@@ -353,5 +360,31 @@ impl Process {
             // interrupts connections in use.
             _ => {}
         }
+    }
+}
+
+/// A process draining its pool on cmap-core's virtual-time loop, at the
+/// world's instant: each output carried out in the world.
+struct Settling<'a> {
+    process: &'a mut Process,
+    w: &'a mut World,
+    p: u32,
+    now: Instant,
+}
+
+impl VirtualDriver<Conn> for Settling<'_> {
+    type Error = Infallible;
+
+    fn pool(&mut self) -> &mut Pool<Conn> {
+        &mut self.process.pool
+    }
+
+    fn clock(&mut self) -> &mut Instant {
+        &mut self.now
+    }
+
+    fn perform(&mut self, output: Output<Conn>) -> Result<(), Infallible> {
+        self.process.carry_out(self.w, self.p, output);
+        Ok(())
     }
 }

@@ -1,8 +1,10 @@
 //! The harness of the `commands` fuzz target: a random pool configuration
-//! and a random sequence of inputs (check out, check in, detach, connect
-//! results, clear, ready, close, cancel, timers, fork, resize) on virtual
-//! time, fed to `cmap_core::Pool` by a minimal driver that keeps its own
-//! books.
+//! and a random sequence of steps on virtual time: time passing, or one
+//! `cmap_core::Input` of a kind drawn from `InputKind::ALL`, its arguments
+//! drawn from the books of a minimal driver (the connection checked in,
+//! the waiter cancelled...). The driver runs on cmap-core's virtual-time
+//! loop (`cmap_core::virtual_time`), so every input goes through
+//! `Pool::handle` but a direct check-in, which has no `Input` of its own.
 //!
 //! After every input it drains the outputs and checks:
 //!
@@ -24,10 +26,13 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use arbitrary::Arbitrary;
+use cmap_core::virtual_time::{self, VirtualDriver};
 use cmap_core::{
     Action, Address, CheckOut, Clear, ConnectionId, EstablishError, EstablishErrorKind, EstablishFailure,
-    HandOver, Output, Pool, PoolOptions, Pooled, Reconnect, Recording, WaiterId,
+    HandOver, HandleError, Handled, InputKind, Output, Pool, PoolOptions, Pooled, Reconnect, Recording,
+    WaiterId,
 };
+use std::convert::Infallible;
 
 /// The most inputs one run feeds: longer sequences find nothing shorter
 /// ones do not, and slow the fuzzer down.
@@ -73,81 +78,40 @@ pub struct Options {
     seed: u64,
 }
 
-/// One input of the driver.
+/// One step of the driver: time passes, or one input of the pool.
 #[derive(Arbitrary, Debug, Clone)]
 pub enum Step {
     /// Time passes; the timer fires at every deadline on the way.
     Advance(u16),
-    /// A checkout, with its own timeout, through either entry point.
-    CheckOut {
-        /// Its timeout (`None`: the pool's).
-        timeout_ms: Option<u16>,
-        /// Through `handle_check_out_direct` instead of `_until`.
-        direct: bool,
-    },
-    /// Check in one of the connections in use, through either entry point.
-    CheckIn {
-        /// Which one.
+    /// One input of the kind `InputKind::ALL[kind % len]`, its arguments
+    /// drawn by `Driver::input` from the driver's books by `pick` and
+    /// shaped by `value` and `flags`.
+    Input {
+        /// Which kind of input.
+        kind: u8,
+        /// Which connection or waiter, among those the books hold.
         pick: u8,
-        /// Marked errored first.
-        errored: bool,
-        /// Through `handle_check_in_direct`, whose hand-over is checked as
-        /// the `Deliver` it stands for.
-        direct: bool,
+        /// A number: a timeout in ms, an error kind, sizes.
+        value: u16,
+        /// Switches: a deadline of its own, direct, errored, interrupt.
+        flags: u8,
     },
-    /// Detach one of the connections in use.
-    Detach {
-        /// Which one.
-        pick: u8,
-    },
-    /// A connection being established (or one abandoned) is ready.
-    Established {
-        /// Which one.
-        pick: u8,
-    },
-    /// A connection being established (or one abandoned) failed.
-    EstablishFailed {
-        /// Which one.
-        pick: u8,
-        /// How.
-        kind: Kind,
-    },
-    /// Clear the pool.
-    Clear {
-        /// With `interruptInUseConnections`.
-        interrupt: bool,
-    },
-    /// Mark the pool ready.
-    Ready,
-    /// Close the pool.
-    Close,
-    /// Withdraw a waiting checkout.
-    Cancel {
-        /// Which one.
-        pick: u8,
-    },
-    /// A spurious timer wake-up.
-    Timeout,
-    /// New minPoolSize and maxPoolSize (possibly invalid: refused).
-    Resize {
-        /// minPoolSize.
-        min: u8,
-        /// maxPoolSize (0: no limit).
-        max: u8,
-    },
-    /// The process forked.
-    ResetAfterFork,
 }
 
-/// The kind of an establishment failure.
-#[derive(Arbitrary, Debug, Clone, Copy)]
-pub enum Kind {
-    /// Refused, reset, timed out: labelled.
-    Network,
-    /// Credentials refused.
-    Authentication,
-    /// Anything else.
-    Other,
+impl Step {
+    /// The step of an input of `kind`.
+    pub fn input(kind: InputKind, pick: u8, value: u16, flags: u8) -> Step {
+        let kind = InputKind::ALL
+            .iter()
+            .position(|k| *k == kind)
+            .expect("a kind of ALL");
+        Step::Input {
+            kind: kind as u8,
+            pick,
+            value,
+            flags,
+        }
+    }
 }
 
 impl Options {
@@ -221,6 +185,10 @@ struct Driver {
     waiting: Vec<WaiterId>,
     connections_made: u64,
     transcript: Vec<String>,
+    /// The kind of the input being applied, for `answered`.
+    asking: Option<InputKind>,
+    /// Events kept apart, taken after every input.
+    events: Vec<cmap_core::Event>,
 }
 
 impl Driver {
@@ -235,123 +203,140 @@ impl Driver {
             waiting: Vec::new(),
             connections_made: 0,
             transcript: Vec::new(),
+            asking: None,
+            events: Vec::new(),
         }
     }
 
     fn run(mut self, steps: &[Step], record: bool) -> (Vec<String>, Option<Recording>) {
-        self.drain();
+        settle(virtual_time::drain(&mut self));
         if record {
             self.pool.start_recording(self.now, RING);
         }
         for step in steps {
             self.transcript.push(format!("> {step:?}"));
             self.step(step);
-            self.drain();
-            self.check();
         }
         (self.transcript, self.pool.recording())
     }
 
     fn step(&mut self, step: &Step) {
-        let now = self.now;
-        match *step {
-            Step::Advance(ms) => self.advance(Duration::from_millis(u64::from(ms))),
-            Step::CheckOut { timeout_ms, direct } => {
-                let deadline = timeout_ms.map(|ms| now + Duration::from_millis(u64::from(ms)));
-                let deadline = deadline.or_else(|| self.pool.options().wait_queue_timeout().map(|t| now + t));
-                if direct {
-                    match self.pool.handle_check_out_direct(now, deadline) {
-                        CheckOut::Ready(conn) => self.in_use.push(conn),
-                        CheckOut::Later(id) => self.waiting.push(id),
-                    }
-                } else {
-                    let id = self.pool.handle_check_out_until(now, deadline);
-                    self.waiting.push(id);
-                }
+        let (kind, pick, value, flags) = match *step {
+            Step::Advance(ms) => {
+                let until = self.now + Duration::from_millis(u64::from(ms));
+                settle(virtual_time::advance(self, until).map(drop));
+                return;
             }
-            Step::CheckIn {
+            Step::Input {
+                kind,
                 pick,
-                errored,
-                direct,
-            } => {
-                if let Some(mut conn) = take(&mut self.in_use, pick) {
-                    self.interrupted.remove(&conn.id());
-                    if errored {
-                        conn.mark_errored();
+                value,
+                flags,
+            } => (kind, pick, value, flags),
+        };
+        let kind = InputKind::ALL[usize::from(kind) % InputKind::ALL.len()];
+        let flag = |bit: u8| flags & bit != 0;
+        if kind == InputKind::CheckIn && flag(4) {
+            // Through `handle_check_in_direct`, whose hand-over is checked
+            // as the `Deliver` it stands for: a fast entry point with no
+            // `Input` of its own.
+            if let Some(conn) = self.take_in_use(pick, flag(1)) {
+                match self.pool.handle_check_in_direct(self.now, conn) {
+                    Ok(Some(HandOver { waiter, connection })) => {
+                        self.served(waiter);
+                        self.in_use.push(connection);
                     }
-                    let refused = if direct {
-                        match self.pool.handle_check_in_direct(now, conn) {
-                            Ok(Some(HandOver { waiter, connection })) => {
-                                self.served(waiter);
-                                self.in_use.push(connection);
-                                false
-                            }
-                            Ok(None) => false,
-                            Err(_) => true,
-                        }
-                    } else {
-                        self.pool.handle_check_in(now, conn).is_err()
-                    };
-                    assert!(!refused, "a connection of this pool was refused at check-in");
+                    Ok(None) => {}
+                    Err(_) => panic!("a connection of this pool was refused at check-in"),
                 }
             }
-            Step::Detach { pick } => {
-                if let Some(conn) = take(&mut self.in_use, pick) {
-                    self.interrupted.remove(&conn.id());
-                    assert!(self.pool.handle_detach(now, conn).is_ok(), "detach refused");
-                }
-            }
-            Step::Established { pick } => {
-                if let Some(id) = self.take_establishing(pick) {
-                    self.connections_made += 1;
-                    let made = self.connections_made;
-                    let result = self.pool.handle_established(now, id, made, None);
-                    assert!(result.is_ok(), "established {id} refused: {result:?}");
-                }
-            }
-            Step::EstablishFailed { pick, kind } => {
-                if let Some(id) = self.take_establishing(pick) {
-                    let kind = match kind {
-                        Kind::Network => EstablishErrorKind::Network,
-                        Kind::Authentication => EstablishErrorKind::Authentication,
-                        Kind::Other => EstablishErrorKind::Other,
-                    };
-                    let error = EstablishError::new(kind, std::io::Error::other("fuzzed failure"));
-                    let result = self.pool.handle_establish_failed(now, id, error);
-                    assert!(result.is_ok(), "failure of {id} refused: {result:?}");
-                }
-            }
-            Step::Clear { interrupt } => {
-                let clear = Clear {
-                    interrupt_in_use: interrupt,
-                    ..Clear::default()
-                };
-                let result = self.pool.handle_clear(now, clear);
-                self.transcript.push(format!("{result:?}"));
-            }
-            Step::Ready => {
-                let result = self.pool.handle_ready(now);
-                self.transcript.push(format!("{result:?}"));
-            }
-            Step::Close => self.pool.handle_close(now),
-            Step::Cancel { pick } => {
-                if let Some(id) = take(&mut self.waiting, pick) {
-                    let result = self.pool.handle_cancel(now, id);
-                    assert!(
-                        result.is_ok(),
-                        "a waiting checkout could not be cancelled: {result:?}"
-                    );
-                }
-            }
-            Step::Timeout => self.timeout(now),
-            Step::Resize { min, max } => {
-                let result = self
-                    .pool
-                    .handle_resize(now, u32::from(min % 5), u32::from(max % 9));
-                self.transcript.push(format!("{result:?}"));
-            }
-            Step::ResetAfterFork => self.pool.handle_reset_after_fork(now),
+            settle(virtual_time::drain(self));
+            return;
         }
+        match self.input(kind, pick, value, flags) {
+            Some(input) => {
+                self.asking = Some(kind);
+                settle(virtual_time::apply(self, input));
+            }
+            None => settle(virtual_time::drain(self)),
+        }
+        if kind == InputKind::Timeout {
+            if let Some(next) = self.pool.poll_timeout() {
+                assert!(
+                    next > self.now,
+                    "handle_timeout({:?}) left a deadline that is due",
+                    self.now
+                );
+            }
+        }
+    }
+
+    /// The input of `kind` with arguments from the books, or none when the
+    /// books hold nothing to pick from.
+    fn input(&mut self, kind: InputKind, pick: u8, value: u16, flags: u8) -> Option<cmap_core::Input<u64>> {
+        use cmap_core::Input;
+        let now = self.now;
+        let flag = |bit: u8| flags & bit != 0;
+        Some(match kind {
+            InputKind::CheckOut => {
+                let timeout = flag(1).then(|| Duration::from_millis(u64::from(value)));
+                let deadline = timeout
+                    .or_else(|| self.pool.options().wait_queue_timeout())
+                    .map(|t| now + t);
+                Input::CheckOut {
+                    deadline,
+                    direct: flag(2),
+                }
+            }
+            InputKind::CheckIn => Input::CheckIn(self.take_in_use(pick, flag(1))?),
+            InputKind::Detach => Input::Detach(self.take_in_use(pick, false)?),
+            InputKind::Established => {
+                let id = self.take_establishing(pick)?;
+                self.connections_made += 1;
+                Input::Established {
+                    id,
+                    connection: self.connections_made,
+                    service_id: None,
+                }
+            }
+            InputKind::EstablishFailed => {
+                let id = self.take_establishing(pick)?;
+                let kind = match value % 3 {
+                    0 => EstablishErrorKind::Network,
+                    1 => EstablishErrorKind::Authentication,
+                    _ => EstablishErrorKind::Other,
+                };
+                let error = EstablishError::new(kind, std::io::Error::other("fuzzed failure"));
+                Input::EstablishFailed { id, error }
+            }
+            InputKind::Cancel => Input::Cancel(take(&mut self.waiting, pick)?),
+            InputKind::Clear => Input::Clear(Clear {
+                interrupt_in_use: flag(1),
+                ..Clear::default()
+            }),
+            InputKind::ResetAfterFork => Input::ResetAfterFork,
+            InputKind::Ready => Input::Ready,
+            InputKind::Close => Input::Close,
+            InputKind::ForceClose => Input::ForceClose,
+            InputKind::Resize => Input::Resize {
+                min: u32::from(value & 0xff) % 5,
+                max: u32::from(value >> 8) % 9,
+            },
+            InputKind::Timeout => Input::Timeout,
+            InputKind::EventsEnabled => Input::EventsEnabled(!flag(1)),
+            InputKind::EventsApart => Input::EventsApart(flag(1)),
+            other => panic!("a kind of input the harness does not draw: {other:?}"),
+        })
+    }
+
+    /// A connection in use, by `pick`, out of the books (and `errored`).
+    fn take_in_use(&mut self, pick: u8, errored: bool) -> Option<Pooled<u64>> {
+        let mut conn = take(&mut self.in_use, pick)?;
+        self.interrupted.remove(&conn.id());
+        if errored {
+            conn.mark_errored();
+        }
+        Some(conn)
     }
 
     /// A connection being established, or one abandoned, by `pick`.
@@ -368,65 +353,83 @@ impl Driver {
         })
     }
 
-    /// Moves the clock by `by`, firing the timer at every deadline on the
-    /// way, as a driver whose sleep wakes on time does.
-    fn advance(&mut self, by: Duration) {
-        let until = self.now + by;
-        while let Some(deadline) = self.pool.poll_timeout().filter(|d| *d <= until) {
-            self.now = self.now.max(deadline);
-            self.timeout(self.now);
-            self.drain();
-        }
-        self.now = until;
-    }
-
-    fn timeout(&mut self, now: Instant) {
-        self.pool.handle_timeout(now);
-        if let Some(next) = self.pool.poll_timeout() {
-            assert!(next > now, "handle_timeout({now:?}) left a deadline that is due");
-        }
-    }
-
-    /// Drains every output, checking each against the books.
-    fn drain(&mut self) {
-        while let Some(output) = self.pool.poll_output() {
-            self.transcript.push(format!("{output:?}"));
-            let Output::Action(action) = output else { continue };
-            match action {
-                Action::Establish { id } => {
-                    assert!(!self.pending.contains(&id), "{id} established twice");
-                    self.pending.push(id);
-                }
-                Action::AbortEstablish { id } => {
-                    let at = self.pending.iter().position(|p| *p == id);
-                    let at = at.unwrap_or_else(|| panic!("abort of {id}, which is not being established"));
-                    self.aborted.push(self.pending.swap_remove(at));
-                }
-                Action::Deliver { waiter, connection } => {
-                    self.served(waiter);
-                    self.in_use.push(connection);
-                }
-                Action::Fail { waiter, .. } => self.served(waiter),
-                Action::Interrupt { id } => {
-                    assert!(
-                        self.in_use.iter().any(|c| c.id() == id),
-                        "interrupt of {id}, which is not in use"
-                    );
-                    self.interrupted.insert(id);
-                }
-                _ => {}
-            }
-        }
-    }
-
     fn served(&mut self, waiter: WaiterId) {
         let at = self.waiting.iter().position(|w| *w == waiter);
         let at = at.unwrap_or_else(|| panic!("{waiter} served or failed, but it does not wait"));
         self.waiting.swap_remove(at);
     }
+}
+
+/// The harness on cmap-core's virtual-time loop: every output checked
+/// against the books as it comes, the books against the pool's counts
+/// after every input.
+impl VirtualDriver<u64> for Driver {
+    type Error = Infallible;
+
+    fn pool(&mut self) -> &mut Pool<u64> {
+        &mut self.pool
+    }
+
+    fn clock(&mut self) -> &mut Instant {
+        &mut self.now
+    }
+
+    /// Books a checkout's id or connection; inputs valid by the books are
+    /// never refused, and the rest's refusals go to the transcript.
+    fn answered(&mut self, answer: Result<Handled<u64>, HandleError<u64>>) -> Result<(), Infallible> {
+        let kind = self.asking.take();
+        self.transcript.push(format!("{answer:?}"));
+        match answer {
+            Ok(Handled::CheckOut(CheckOut::Ready(conn))) => self.in_use.push(conn),
+            Ok(Handled::CheckOut(CheckOut::Later(id))) => self.waiting.push(id),
+            Ok(_) => {}
+            Err(e) => match kind {
+                Some(InputKind::Ready | InputKind::Resize | InputKind::ForceClose) => {}
+                _ => panic!("{kind:?}, valid by the books, refused: {e:?}"),
+            },
+        }
+        Ok(())
+    }
+
+    /// Checks an output against the books.
+    fn perform(&mut self, output: Output<u64>) -> Result<(), Infallible> {
+        self.transcript.push(format!("{output:?}"));
+        let Output::Action(action) = output else {
+            return Ok(());
+        };
+        match action {
+            Action::Establish { id } => {
+                assert!(!self.pending.contains(&id), "{id} established twice");
+                self.pending.push(id);
+            }
+            Action::AbortEstablish { id } => {
+                let at = self.pending.iter().position(|p| *p == id);
+                let at = at.unwrap_or_else(|| panic!("abort of {id}, which is not being established"));
+                self.aborted.push(self.pending.swap_remove(at));
+            }
+            Action::Deliver { waiter, connection } => {
+                self.served(waiter);
+                self.in_use.push(connection);
+            }
+            Action::Fail { waiter, .. } => self.served(waiter),
+            Action::Interrupt { id } => {
+                assert!(
+                    self.in_use.iter().any(|c| c.id() == id),
+                    "interrupt of {id}, which is not in use"
+                );
+                self.interrupted.insert(id);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
 
     /// The core's invariants, and its counts against the driver's books.
-    fn check(&self) {
+    fn settled(&mut self) -> Result<(), Infallible> {
+        self.pool.take_events(&mut self.events);
+        for event in self.events.drain(..) {
+            self.transcript.push(format!("apart: {event:?}"));
+        }
         if let Err(broken) = self.pool.check_invariants() {
             panic!("invariant broken: {broken}");
         }
@@ -443,6 +446,15 @@ impl Driver {
             .filter(|c| !self.interrupted.contains(&c.id()))
             .count();
         assert_eq!(status.in_use, in_use, "connections in use");
+        Ok(())
+    }
+}
+
+/// The harness's loop never fails but by a panic.
+fn settle(result: Result<(), Infallible>) {
+    match result {
+        Ok(()) => {}
+        Err(never) => match never {},
     }
 }
 
@@ -455,8 +467,15 @@ fn take<T>(v: &mut Vec<T>, pick: u8) -> Option<T> {
 mod tests {
     use super::*;
 
-    /// Every step kind once, through a small pool, so that the harness
-    /// itself is exercised by `cargo test` in this crate.
+    // The flags of a step.
+    const OWN_DEADLINE: u8 = 1;
+    const DIRECT: u8 = 2;
+    const ERRORED: u8 = 1;
+    const DIRECT_CHECK_IN: u8 = 4;
+    const INTERRUPT: u8 = 1;
+
+    /// Every kind of input at least once, through a small pool, so that
+    /// the harness itself is exercised by `cargo test` in this crate.
     #[test]
     fn a_run_through_every_step_kind_replays() {
         let input = Input {
@@ -474,39 +493,39 @@ mod tests {
                 seed: 7,
             },
             steps: vec![
-                Step::CheckOut {
-                    timeout_ms: None,
-                    direct: true,
-                },
-                Step::Established { pick: 0 },
-                Step::CheckOut {
-                    timeout_ms: Some(10),
-                    direct: false,
-                },
-                Step::EstablishFailed {
-                    pick: 0,
-                    kind: Kind::Network,
-                },
+                Step::input(InputKind::CheckOut, 0, 0, DIRECT),
+                Step::input(InputKind::Established, 0, 0, 0),
+                Step::input(InputKind::CheckOut, 0, 10, OWN_DEADLINE),
+                Step::input(InputKind::EstablishFailed, 0, 0, 0),
                 Step::Advance(20),
-                Step::CheckIn {
-                    pick: 0,
-                    errored: false,
-                    direct: true,
-                },
-                Step::CheckOut {
-                    timeout_ms: None,
-                    direct: false,
-                },
-                Step::Cancel { pick: 0 },
-                Step::Clear { interrupt: true },
-                Step::Ready,
-                Step::Detach { pick: 0 },
-                Step::Timeout,
-                Step::ResetAfterFork,
+                Step::input(InputKind::CheckIn, 0, 0, DIRECT_CHECK_IN),
+                Step::input(InputKind::CheckOut, 0, 0, 0),
+                Step::input(InputKind::Cancel, 0, 0, 0),
+                Step::input(InputKind::Clear, 0, 0, INTERRUPT),
+                Step::input(InputKind::Ready, 0, 0, 0),
+                Step::input(InputKind::Detach, 0, 0, 0),
+                Step::input(InputKind::CheckOut, 0, 0, DIRECT),
+                Step::input(InputKind::Established, 0, 0, 0),
+                Step::input(InputKind::CheckIn, 0, 0, ERRORED),
+                Step::input(InputKind::EventsApart, 0, 0, 1),
+                Step::input(InputKind::EventsEnabled, 0, 0, 1),
+                Step::input(InputKind::Timeout, 0, 0, 0),
+                Step::input(InputKind::EventsEnabled, 0, 0, 0),
+                Step::input(InputKind::Resize, 0, 0x0301, 0),
+                Step::input(InputKind::ResetAfterFork, 0, 0, 0),
                 Step::Advance(2000),
-                Step::Close,
+                Step::input(InputKind::CheckOut, 0, 0, DIRECT),
+                Step::input(InputKind::Close, 0, 0, 0),
+                Step::input(InputKind::ForceClose, 0, 0, 0),
             ],
         };
+        for kind in InputKind::ALL {
+            let drawn = input
+                .steps
+                .iter()
+                .any(|s| matches!(s, Step::Input { kind: k, .. } if InputKind::ALL[usize::from(*k)] == kind));
+            assert!(drawn, "the scripted run draws {kind:?}");
+        }
         run(&input);
     }
 

@@ -282,6 +282,38 @@ pub(crate) mod error_opt {
     }
 }
 
+/// `#[serde(with)]` for an `EstablishError`, as its [`ErrorText`].
+pub(crate) mod error_text {
+    use super::*;
+
+    pub(crate) fn serialize<S: Serializer>(error: &EstablishError, s: S) -> Result<S::Ok, S::Error> {
+        ErrorText::of(error).serialize(s)
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<EstablishError, D::Error> {
+        Ok(ErrorText::deserialize(d)?.rebuild())
+    }
+}
+
+/// `#[serde(with)]` for a checked-out connection: its metadata only, read
+/// back around `C::default()` (a replay's pool holds `()`s) and of no
+/// pool until the replay adopts it.
+pub(crate) mod pooled {
+    use super::*;
+    use crate::connection::{Meta, Pooled};
+
+    pub(crate) fn serialize<S: Serializer, C>(connection: &Pooled<C>, s: S) -> Result<S::Ok, S::Error> {
+        connection.meta.serialize(s)
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>, C: Default>(d: D) -> Result<Pooled<C>, D::Error> {
+        Ok(Pooled {
+            meta: Box::new(Meta::deserialize(d)?),
+            conn: C::default(),
+        })
+    }
+}
+
 /// [`ClearCause`] as JSON.
 #[derive(Serialize, Deserialize)]
 enum CauseText {

@@ -19,17 +19,14 @@ pub(crate) mod codec;
 mod file;
 mod replay;
 
-use std::sync::Arc;
 use std::time::Instant;
 
-use serde::{Deserialize, Serialize};
-
-use crate::connection::{ConnectionId, Meta, ServiceId, WaiterId};
+use crate::connection::{ConnectionId, Meta, Pooled, WaiterId};
 use crate::error::CheckOutError;
 use crate::event::{ClosedReason, Event};
+use crate::input::Input;
 use crate::output::Action;
 use crate::pool::Pool;
-use codec::ErrorText;
 
 pub use file::{Recording, RecordingError};
 pub use replay::{Replay, ReplayError, Seconds, Step};
@@ -37,46 +34,9 @@ pub use replay::{Replay, ReplayError, Seconds, Step};
 /// The fewest entries a ring keeps: a smaller capacity is raised to it.
 const MIN_CAPACITY: usize = 16;
 
-/// One input, as much of it as a replay needs: no connection, only the
-/// bookkeeping the pool keeps with it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) enum Input {
-    CheckOut {
-        #[serde(with = "codec::rel_opt")]
-        deadline: Option<Instant>,
-        /// Through `handle_check_out_direct`.
-        direct: bool,
-    },
-    /// The connection's metadata as it came back (its `errored` mark
-    /// included).
-    CheckIn(Meta),
-    Detach(Meta),
-    Established {
-        id: ConnectionId,
-        service_id: Option<ServiceId>,
-    },
-    EstablishFailed {
-        id: ConnectionId,
-        error: ErrorText,
-    },
-    Cancel(WaiterId),
-    Clear {
-        interrupt_in_use: bool,
-        service_id: Option<ServiceId>,
-        cause: Option<Arc<str>>,
-    },
-    ResetAfterFork,
-    Ready,
-    Close,
-    ForceClose,
-    Resize {
-        min: u32,
-        max: u32,
-    },
-    Timeout,
-    EventsEnabled(bool),
-    EventsApart(bool),
-}
+/// Inputs are recorded as [`Input`]s of a pool of `()`: a connection is
+/// kept as its metadata (see `codec::pooled`), never as itself.
+pub(crate) type RecordedInput = Input<()>;
 
 /// One output, with the connection left out. Its `Debug` text is what a
 /// recording keeps and a replay compares.
@@ -156,15 +116,64 @@ pub(crate) enum Entry {
 }
 
 /// The entries since one snapshot of the pool.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct Segment {
     /// The pool as the first entry found it (`Null` for a replay's own
     /// record, which starts from the recording's snapshot).
     snapshot: serde_json::Value,
     pub(crate) entries: Vec<Entry>,
     pub(crate) metas: Vec<Meta>,
-    pub(crate) inputs: Vec<Input>,
+    pub(crate) inputs: Vec<RecordedInput>,
     pub(crate) outputs: Vec<Recorded>,
+}
+
+/// By hand: a recorded input is a copy of metadata, which `Input` itself
+/// (its `Pooled` unique) does not offer to copy.
+impl Clone for Segment {
+    fn clone(&self) -> Segment {
+        Segment {
+            snapshot: self.snapshot.clone(),
+            entries: self.entries.clone(),
+            metas: self.metas.clone(),
+            inputs: self.inputs.iter().map(copy_input).collect(),
+            outputs: self.outputs.clone(),
+        }
+    }
+}
+
+/// A copy of a recorded input.
+fn copy_input(input: &RecordedInput) -> RecordedInput {
+    let copy = |connection: &Pooled<()>| Pooled {
+        meta: connection.meta.clone(),
+        conn: (),
+    };
+    match input {
+        Input::CheckOut { deadline, direct } => Input::CheckOut {
+            deadline: *deadline,
+            direct: *direct,
+        },
+        Input::CheckIn(connection) => Input::CheckIn(copy(connection)),
+        Input::Detach(connection) => Input::Detach(copy(connection)),
+        Input::Established { id, service_id, .. } => Input::Established {
+            id: *id,
+            connection: (),
+            service_id: *service_id,
+        },
+        Input::EstablishFailed { id, error } => Input::EstablishFailed {
+            id: *id,
+            error: error.clone(),
+        },
+        Input::Cancel(waiter) => Input::Cancel(*waiter),
+        Input::Clear(clear) => Input::Clear(clear.clone()),
+        Input::ResetAfterFork => Input::ResetAfterFork,
+        Input::Ready => Input::Ready,
+        Input::Close => Input::Close,
+        Input::ForceClose => Input::ForceClose,
+        Input::Resize { min, max } => Input::Resize { min: *min, max: *max },
+        Input::Timeout => Input::Timeout,
+        Input::EventsEnabled(on) => Input::EventsEnabled(*on),
+        Input::EventsApart(on) => Input::EventsApart(*on),
+    }
 }
 
 impl Segment {
@@ -183,7 +192,7 @@ impl Segment {
         u32::try_from(table.len()).unwrap_or(u32::MAX)
     }
 
-    fn push_input(&mut self, at: Instant, input: Input) {
+    fn push_input(&mut self, at: Instant, input: RecordedInput) {
         let index = Segment::index(&self.inputs);
         self.inputs.push(input);
         self.entries.push(Entry::Input { at, index });
@@ -199,7 +208,7 @@ impl Segment {
     /// JSON form, instants relative to the codec's base) or an output's
     /// text. Both the recording and a replay's check read entries so.
     pub(crate) fn lines(&self) -> impl Iterator<Item = file::Line> + '_ {
-        let input = |at: &Instant, input: &Input| file::Line::Input {
+        let input = |at: &Instant, input: &RecordedInput| file::Line::Input {
             at: codec::relative(*at),
             input: serde_json::to_value(input).expect("an input has a JSON form"),
         };
@@ -223,7 +232,13 @@ impl Segment {
                     ),
                     served.map(|(waiter, connection)| output(&Recorded::Served { waiter, connection })),
                 ),
-                Entry::CheckIn { at, meta } => (input(at, &Input::CheckIn(self.metas[*meta as usize])), None),
+                Entry::CheckIn { at, meta } => {
+                    let connection = Pooled {
+                        meta: Box::new(self.metas[*meta as usize]),
+                        conn: (),
+                    };
+                    (input(at, &Input::CheckIn(connection)), None)
+                }
                 Entry::Deliver { waiter, connection } => (
                     output(&Recorded::Deliver {
                         waiter: *waiter,
@@ -364,7 +379,7 @@ impl<C> Pool<C> {
 
     /// Notes an input other than a check out or in, before it is handled.
     #[inline(never)]
-    pub(crate) fn record_input(&mut self, now: Instant, input: impl FnOnce() -> Input) {
+    pub(crate) fn record_input(&mut self, now: Instant, input: impl FnOnce() -> RecordedInput) {
         if let Some(segment) = self.input_segment() {
             segment.push_input(now, input());
         }

@@ -2,15 +2,19 @@
 //! every recorded input at its instant, and each output it gives must be
 //! the recorded one, in order.
 
+use std::convert::Infallible;
 use std::fmt::{self, Write as _};
 use std::time::{Duration, Instant};
 
 use super::codec::{instant_from_base, nanos_from_base, with_base};
 use super::file::Line;
-use super::{Input, Recorder, Recording};
-use crate::connection::{Meta, PoolId, Pooled};
-use crate::pool::{Clear, Pool, Serve};
+use super::{RecordedInput, Recorder, Recording};
+use crate::connection::PoolId;
+use crate::input::Input;
+use crate::output::Output;
+use crate::pool::Pool;
 use crate::stats::Status;
+use crate::virtual_time::{self, VirtualDriver};
 
 /// How far the recording's zero is placed after the caller's origin, so
 /// that instants before it (a connection created before recording began)
@@ -118,7 +122,8 @@ impl Recording {
             if until.is_some_and(|until| *at > until) {
                 break;
             }
-            let input: Input = with_base(base, || serde_json::from_value(text.clone())).map_err(malformed)?;
+            let input: RecordedInput =
+                with_base(base, || serde_json::from_value(text.clone())).map_err(malformed)?;
             let now = instant_from_base(base, *at)
                 .ok_or_else(|| ReplayError::Malformed(format!("instant {at} ns out of range")))?;
             pool.apply(now, input);
@@ -189,6 +194,36 @@ impl fmt::Display for Replay {
     }
 }
 
+/// A replay's pool on the virtual-time loop: the recorder notes every
+/// output as it is queued, so performing one is dropping it.
+struct Replaying<'a> {
+    pool: &'a mut Pool<()>,
+    now: Instant,
+}
+
+impl VirtualDriver<()> for Replaying<'_> {
+    type Error = Infallible;
+
+    fn pool(&mut self) -> &mut Pool<()> {
+        self.pool
+    }
+
+    fn clock(&mut self) -> &mut Instant {
+        &mut self.now
+    }
+
+    fn perform(&mut self, output: Output<()>) -> Result<(), Infallible> {
+        drop(output);
+        Ok(())
+    }
+
+    /// Events kept apart were noted as they were queued too.
+    fn settled(&mut self) -> Result<(), Infallible> {
+        self.pool.apart.clear();
+        Ok(())
+    }
+}
+
 impl Pool<()> {
     /// Makes a pool read from a snapshot its own: a pool id of this
     /// process, on the connections it holds too.
@@ -197,59 +232,24 @@ impl Pool<()> {
         self.conns.adopt_available(self.id);
     }
 
-    /// A recorded connection coming back, as this pool's.
-    fn returning(&self, mut meta: Meta) -> Pooled<()> {
-        meta.pool = self.id;
-        Pooled {
-            meta: Box::new(meta),
-            conn: (),
+    /// Feeds one recorded input, as the driver did, its connections
+    /// made this pool's. Its result is the recorded one too (a refused
+    /// input was refused then), so it is not looked at: the outputs are
+    /// what is compared.
+    /// It is drained as a driver would, on the virtual-time loop.
+    fn apply(&mut self, now: Instant, mut input: RecordedInput) {
+        if let Input::CheckIn(connection) | Input::Detach(connection) = &mut input {
+            connection.meta.pool = self.id;
+        }
+        let replaying = &mut Replaying { pool: self, now };
+        match virtual_time::apply(replaying, input) {
+            Ok(()) => {}
+            Err(never) => match never {},
         }
     }
 
-    /// Feeds one recorded input, as the driver did. Its result is the
-    /// recorded one too (a refused input was refused then), so it is not
-    /// looked at: the outputs are what is compared.
-    fn apply(&mut self, now: Instant, input: Input) {
-        match input {
-            Input::CheckOut { deadline, direct } => {
-                let serve = if direct { Serve::Directly } else { Serve::ByAction };
-                drop(self.check_out(now, deadline, serve));
-            }
-            Input::CheckIn(meta) => drop(self.handle_check_in(now, self.returning(meta))),
-            Input::Detach(meta) => drop(self.handle_detach(now, self.returning(meta))),
-            Input::Established { id, service_id } => drop(self.handle_established(now, id, (), service_id)),
-            Input::EstablishFailed { id, error } => {
-                drop(self.handle_establish_failed(now, id, error.rebuild()))
-            }
-            Input::Cancel(waiter) => drop(self.handle_cancel(now, waiter)),
-            Input::Clear {
-                interrupt_in_use,
-                service_id,
-                cause,
-            } => drop(self.handle_clear(
-                now,
-                Clear {
-                    interrupt_in_use,
-                    service_id,
-                    cause,
-                },
-            )),
-            Input::ResetAfterFork => self.handle_reset_after_fork(now),
-            Input::Ready => drop(self.handle_ready(now)),
-            Input::Close => self.handle_close(now),
-            Input::ForceClose => drop(self.handle_force_close(now)),
-            Input::Resize { min, max } => drop(self.handle_resize(now, min, max)),
-            Input::Timeout => self.handle_timeout(now),
-            Input::EventsEnabled(enabled) => self.set_events_enabled(enabled),
-            Input::EventsApart(apart) => self.set_events_apart(apart),
-        }
-    }
-
-    /// Drains the pool as a driver would, and returns the text of the
-    /// outputs the last input caused.
+    /// The text of the outputs the last input caused.
     fn take_replayed(&mut self) -> Vec<String> {
-        while self.poll_output().is_some() {}
-        self.apart.clear();
         let Some(recorder) = self.recorder.as_deref_mut() else {
             return Vec::new();
         };

@@ -2,14 +2,42 @@
 //! order (events kept apart first, then actions), `on_action` and
 //! `on_event` check each against the model's books and move them.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use cmap_core::{Action, CheckOutError, ClosedReason, ConnectionId, Event, Output, PoolState};
+use cmap_core::virtual_time::{self, VirtualDriver};
+use cmap_core::{Action, CheckOutError, ClosedReason, ConnectionId, Event, Output, Pool, PoolState};
 
 use crate::checks::check_labels;
 use crate::model::{CState, ConnEvents, ConnModel, Sim, WState};
-use crate::support::{self, Conn};
+use crate::support::Conn;
 use crate::LATE;
+
+/// The model on cmap-core's virtual-time loop: each output judged as it
+/// comes.
+impl VirtualDriver<Conn> for Sim {
+    type Error = String;
+
+    fn pool(&mut self) -> &mut Pool<Conn> {
+        &mut self.pool
+    }
+
+    fn clock(&mut self) -> &mut Instant {
+        &mut self.wall
+    }
+
+    fn perform(&mut self, out: Output<Conn>) -> Result<(), String> {
+        ensure!(
+            !(self.apart && matches!(out, Output::Event(_))),
+            "an event in the stream while events are kept apart: {out:?}"
+        );
+        self.step_outputs += 1;
+        self.log(|| format!("{out:?}"));
+        match out {
+            Output::Event(e) => self.on_event(&e),
+            Output::Action(a) => self.on_action(a),
+        }
+    }
+}
 
 impl Sim {
     pub(crate) fn drain(&mut self) -> Result<(), String> {
@@ -24,19 +52,7 @@ impl Sim {
                 self.on_event(&e)?;
             }
         }
-        while let Some(out) = support::next_output(&mut self.pool)? {
-            ensure!(
-                !(self.apart && matches!(out, Output::Event(_))),
-                "an event in the stream while events are kept apart: {out:?}"
-            );
-            self.step_outputs += 1;
-            self.log(|| format!("{out:?}"));
-            match out {
-                Output::Event(e) => self.on_event(&e)?,
-                Output::Action(a) => self.on_action(a)?,
-            }
-        }
-        Ok(())
+        virtual_time::drain(self)
     }
 
     pub(crate) fn on_action(&mut self, action: Action<Conn>) -> Result<(), String> {
