@@ -137,6 +137,8 @@ mod shutdown;
 #[cfg(test)]
 mod state_table;
 mod stats;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod virtual_time;
 mod wait_queue;
 mod waiting;
