@@ -287,9 +287,8 @@ impl VirtualDriver<u64> for Driver {
                 }
                 self.interrupted.insert(id);
                 self.counts.interrupted += 1;
-            }
-            // `Action` is `#[non_exhaustive]` outside cmap-core: a new
-            // one stops the soak until it is handled here.
+            } // `Action` is `#[non_exhaustive]` outside cmap-core: a new
+              // one stops the soak until it is handled here.
         }
         Ok(())
     }
