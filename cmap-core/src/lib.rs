@@ -113,6 +113,7 @@ macro_rules! record {
 }
 
 mod address;
+mod backoff;
 mod connection;
 mod connection_set;
 mod connection_string;
@@ -133,10 +134,12 @@ mod pool;
 #[cfg(feature = "recorder")]
 mod recorder;
 mod resize;
+mod rng;
 mod shutdown;
 #[cfg(test)]
 mod state_table;
 mod stats;
+mod timer;
 pub mod virtual_time;
 mod wait_queue;
 mod waiting;
