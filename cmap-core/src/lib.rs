@@ -146,16 +146,19 @@ mod waiting;
 
 pub use address::Address;
 pub use connection::{ConnectionId, Pooled, ServiceId, WaiterId};
-pub use connection_string::{ConnectionString, UnknownOption, UserInfo, DEFAULT_PORT, REDACTED};
+pub use connection_string::{
+    ConnectionString, ConnectionStringError, UnknownOption, UserInfo, DEFAULT_PORT, REDACTED,
+};
 pub use error::{
-    CheckInError, CheckOutError, ClearCause, ConnectionStringError, EstablishError, EstablishErrorKind,
-    InterruptedError, OptionsError, SharedError, TimeoutContext, UsageError, RETRYABLE_ERROR,
-    SYSTEM_OVERLOADED_ERROR,
+    CheckInError, CheckOutError, ClearCause, EstablishError, EstablishErrorKind, InterruptedError,
+    SharedError, TimeoutContext, UsageError, RETRYABLE_ERROR, SYSTEM_OVERLOADED_ERROR,
 };
 pub use event::{CheckOutFailedReason, ClosedReason, Event};
 pub use id_deque::IdDeque;
 pub use input::{HandleError, Handled, Input, InputKind};
-pub use options::{AdaptiveConnecting, EstablishFailure, PoolOptions, PoolOptionsBuilder, Reconnect};
+pub use options::{
+    AdaptiveConnecting, EstablishFailure, OptionsError, PoolOptions, PoolOptionsBuilder, Reconnect,
+};
 pub use output::{Action, Output};
 pub use pool::{CheckOut, Clear, HandOver, Pool, PoolState};
 #[cfg(feature = "recorder")]
