@@ -13,7 +13,7 @@
 use std::fmt;
 
 use crate::address::Address;
-use crate::error::{ConnectionStringError, OptionsError};
+use crate::options::OptionsError;
 use crate::options::{PoolOptionsBuilder, SPEC_OPTIONS};
 
 /// The port of a host given without one (spec: "Connection String").
@@ -629,4 +629,60 @@ fn distance(a: &str, b: &str) -> usize {
         }
     }
     rows[a.len()][b.len()]
+}
+
+/// A string given as a MongoDB connection string that is not one. No
+/// variant quotes the user name or password, or any text that may be part
+/// of one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConnectionStringError {
+    /// The string does not start with a URI scheme (`scheme://`).
+    #[error("not a connection string: expected mongodb://[user:password@]host[:port][,host...][/database][?options] or mongodb+srv://")]
+    NotAUri,
+    /// A URI of a scheme other than `mongodb` and `mongodb+srv`.
+    #[error(
+        "unsupported scheme {scheme:?}: a MongoDB connection string starts with mongodb:// or mongodb+srv://"
+    )]
+    Scheme {
+        /// The scheme given, such as `postgres`.
+        scheme: String,
+    },
+    /// The user name or password is not percent-encoded as it must be.
+    #[error("the user name or password of the connection string is malformed (neither is shown): {reason}")]
+    UserInfo {
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// No host follows the scheme.
+    #[error("the connection string names no host")]
+    NoHost,
+    /// A host that is not `host[:port]`, `[v6][:port]` or an encoded socket path.
+    #[error("invalid host {host:?} in the connection string: {reason}")]
+    Host {
+        /// The host as given.
+        host: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A `mongodb+srv://` string that names more than one host, or a port.
+    #[error("invalid mongodb+srv:// connection string: {reason}")]
+    Srv {
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// The database name (after the hosts' `/`) holds a character it may not.
+    #[error("invalid database name in the connection string: {reason}")]
+    Database {
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A query item that is not `name=value`.
+    #[error("invalid connection string option {option:?}: {reason}")]
+    Option {
+        /// The item or its name, as given.
+        option: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
 }

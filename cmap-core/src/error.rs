@@ -5,6 +5,9 @@
 //!   as an `Err` of a `handle_*` call, and carries the spec's message.
 //! - [`UsageError`] and [`OptionsError`]: misuse by the driver or the user
 //!   (an unknown id, a connection from another pool, a bad option value).
+//!
+//! The errors of one module only live beside it: [`OptionsError`] in
+//! `options.rs`, `ConnectionStringError` in `connection_string.rs`.
 
 use std::fmt;
 use std::sync::Arc;
@@ -12,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::connection::{ConnectionId, Pooled, WaiterId};
+use crate::options::OptionsError;
 use crate::stats::Status;
 use crate::Address;
 
@@ -539,137 +543,6 @@ impl<C> CheckInError<C> {
             CheckInError::WrongPool(p) => p,
         }
     }
-}
-
-/// An invalid pool option, naming the option and the value.
-///
-/// No variant ever quotes a password or a part of one: text of a
-/// connection string that may be one is shown as
-/// [`REDACTED`](crate::REDACTED).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum OptionsError {
-    /// The value is out of the option's range or not a number.
-    #[error("invalid value {value:?} for pool option {option}: {reason}")]
-    Invalid {
-        /// The option's spec name.
-        option: &'static str,
-        /// The value as given.
-        value: String,
-        /// What is wrong with it.
-        reason: &'static str,
-    },
-    /// The value is a non-negative integer larger than the option allows.
-    #[error("invalid value {value:?} for pool option {option}: a non-negative integer that is too large (the limit is {limit})")]
-    TooLarge {
-        /// The option's spec name.
-        option: &'static str,
-        /// The value as given.
-        value: String,
-        /// The largest value the option takes.
-        limit: u64,
-    },
-    /// `minPoolSize` is larger than a non-zero `maxPoolSize`.
-    #[error("minPoolSize ({min}) must not exceed maxPoolSize ({max})")]
-    MinExceedsMax {
-        /// The minPoolSize given.
-        min: u32,
-        /// The maxPoolSize given.
-        max: u32,
-    },
-    /// In strict mode, a connection string option that is neither a pool
-    /// option nor a known MongoDB driver option.
-    #[error("unknown connection string option {option:?}{}", did_you_mean(.suggestion))]
-    Unknown {
-        /// The option's name as given.
-        option: String,
-        /// The known option nearest to it, if it looks like a typo of one.
-        suggestion: Option<&'static str>,
-    },
-    /// The connection string itself is malformed.
-    #[error(transparent)]
-    ConnectionString(#[from] ConnectionStringError),
-}
-
-fn did_you_mean(suggestion: &Option<&'static str>) -> String {
-    suggestion.map_or_else(String::new, |s| format!(" (did you mean {s}?)"))
-}
-
-impl OptionsError {
-    /// The same error with the value it quotes replaced by
-    /// [`REDACTED`](crate::REDACTED).
-    pub(crate) fn redacted(self) -> OptionsError {
-        let hidden = || crate::REDACTED.to_owned();
-        match self {
-            OptionsError::Invalid { option, reason, .. } => OptionsError::Invalid {
-                option,
-                value: hidden(),
-                reason,
-            },
-            OptionsError::TooLarge { option, limit, .. } => OptionsError::TooLarge {
-                option,
-                value: hidden(),
-                limit,
-            },
-            other => other,
-        }
-    }
-}
-
-/// A string given as a MongoDB connection string that is not one. No
-/// variant quotes the user name or password, or any text that may be part
-/// of one.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ConnectionStringError {
-    /// The string does not start with a URI scheme (`scheme://`).
-    #[error("not a connection string: expected mongodb://[user:password@]host[:port][,host...][/database][?options] or mongodb+srv://")]
-    NotAUri,
-    /// A URI of a scheme other than `mongodb` and `mongodb+srv`.
-    #[error(
-        "unsupported scheme {scheme:?}: a MongoDB connection string starts with mongodb:// or mongodb+srv://"
-    )]
-    Scheme {
-        /// The scheme given, such as `postgres`.
-        scheme: String,
-    },
-    /// The user name or password is not percent-encoded as it must be.
-    #[error("the user name or password of the connection string is malformed (neither is shown): {reason}")]
-    UserInfo {
-        /// What is wrong with it.
-        reason: &'static str,
-    },
-    /// No host follows the scheme.
-    #[error("the connection string names no host")]
-    NoHost,
-    /// A host that is not `host[:port]`, `[v6][:port]` or an encoded socket path.
-    #[error("invalid host {host:?} in the connection string: {reason}")]
-    Host {
-        /// The host as given.
-        host: String,
-        /// What is wrong with it.
-        reason: &'static str,
-    },
-    /// A `mongodb+srv://` string that names more than one host, or a port.
-    #[error("invalid mongodb+srv:// connection string: {reason}")]
-    Srv {
-        /// What is wrong with it.
-        reason: &'static str,
-    },
-    /// The database name (after the hosts' `/`) holds a character it may not.
-    #[error("invalid database name in the connection string: {reason}")]
-    Database {
-        /// What is wrong with it.
-        reason: &'static str,
-    },
-    /// A query item that is not `name=value`.
-    #[error("invalid connection string option {option:?}: {reason}")]
-    Option {
-        /// The item or its name, as given.
-        option: String,
-        /// What is wrong with it.
-        reason: &'static str,
-    },
 }
 
 #[cfg(test)]

@@ -113,6 +113,7 @@ macro_rules! record {
 }
 
 mod address;
+mod backoff;
 mod connection;
 mod connection_set;
 mod connection_string;
@@ -133,28 +134,33 @@ mod pool;
 #[cfg(feature = "recorder")]
 mod recorder;
 mod resize;
+mod rng;
 mod shutdown;
 #[cfg(test)]
 mod state_table;
 mod stats;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod timer;
 pub mod virtual_time;
 mod wait_queue;
 mod waiting;
 
 pub use address::Address;
 pub use connection::{ConnectionId, Pooled, ServiceId, WaiterId};
-pub use connection_string::{ConnectionString, UnknownOption, UserInfo, DEFAULT_PORT, REDACTED};
+pub use connection_string::{
+    ConnectionString, ConnectionStringError, UnknownOption, UserInfo, DEFAULT_PORT, REDACTED,
+};
 pub use error::{
-    CheckInError, CheckOutError, ClearCause, ConnectionStringError, EstablishError, EstablishErrorKind,
-    InterruptedError, OptionsError, SharedError, TimeoutContext, UsageError, RETRYABLE_ERROR,
-    SYSTEM_OVERLOADED_ERROR,
+    CheckInError, CheckOutError, ClearCause, EstablishError, EstablishErrorKind, InterruptedError,
+    SharedError, TimeoutContext, UsageError, RETRYABLE_ERROR, SYSTEM_OVERLOADED_ERROR,
 };
 pub use event::{CheckOutFailedReason, ClosedReason, Event};
 pub use id_deque::IdDeque;
 pub use input::{HandleError, Handled, Input, InputKind};
-pub use options::{AdaptiveConnecting, EstablishFailure, PoolOptions, PoolOptionsBuilder, Reconnect};
+pub use options::{
+    AdaptiveConnecting, EstablishFailure, OptionsError, PoolOptions, PoolOptionsBuilder, Reconnect,
+};
 pub use output::{Action, Output};
 pub use pool::{CheckOut, Clear, HandOver, Pool, PoolState};
 #[cfg(feature = "recorder")]

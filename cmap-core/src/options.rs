@@ -7,8 +7,7 @@
 
 use std::time::Duration;
 
-use crate::connection_string::ConnectionString;
-use crate::error::OptionsError;
+use crate::connection_string::{ConnectionString, ConnectionStringError};
 
 /// What the pool does when establishing a connection fails with an error
 /// that carries no backpressure label (an authentication failure, a DNS
@@ -468,6 +467,81 @@ fn narrow(option: &'static str, value: &str, parsed: u64) -> Result<u32, Options
         value: value.into(),
         limit: u32::MAX.into(),
     })
+}
+
+/// An invalid pool option, naming the option and the value.
+///
+/// No variant ever quotes a password or a part of one: text of a
+/// connection string that may be one is shown as
+/// [`REDACTED`](crate::REDACTED).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum OptionsError {
+    /// The value is out of the option's range or not a number.
+    #[error("invalid value {value:?} for pool option {option}: {reason}")]
+    Invalid {
+        /// The option's spec name.
+        option: &'static str,
+        /// The value as given.
+        value: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// The value is a non-negative integer larger than the option allows.
+    #[error("invalid value {value:?} for pool option {option}: a non-negative integer that is too large (the limit is {limit})")]
+    TooLarge {
+        /// The option's spec name.
+        option: &'static str,
+        /// The value as given.
+        value: String,
+        /// The largest value the option takes.
+        limit: u64,
+    },
+    /// `minPoolSize` is larger than a non-zero `maxPoolSize`.
+    #[error("minPoolSize ({min}) must not exceed maxPoolSize ({max})")]
+    MinExceedsMax {
+        /// The minPoolSize given.
+        min: u32,
+        /// The maxPoolSize given.
+        max: u32,
+    },
+    /// In strict mode, a connection string option that is neither a pool
+    /// option nor a known MongoDB driver option.
+    #[error("unknown connection string option {option:?}{}", did_you_mean(.suggestion))]
+    Unknown {
+        /// The option's name as given.
+        option: String,
+        /// The known option nearest to it, if it looks like a typo of one.
+        suggestion: Option<&'static str>,
+    },
+    /// The connection string itself is malformed.
+    #[error(transparent)]
+    ConnectionString(#[from] ConnectionStringError),
+}
+
+fn did_you_mean(suggestion: &Option<&'static str>) -> String {
+    suggestion.map_or_else(String::new, |s| format!(" (did you mean {s}?)"))
+}
+
+impl OptionsError {
+    /// The same error with the value it quotes replaced by
+    /// [`REDACTED`](crate::REDACTED).
+    pub(crate) fn redacted(self) -> OptionsError {
+        let hidden = || crate::REDACTED.to_owned();
+        match self {
+            OptionsError::Invalid { option, reason, .. } => OptionsError::Invalid {
+                option,
+                value: hidden(),
+                reason,
+            },
+            OptionsError::TooLarge { option, limit, .. } => OptionsError::TooLarge {
+                option,
+                value: hidden(),
+                limit,
+            },
+            other => other,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -31,23 +31,25 @@
 //! the wait queue's (serving, expiring, cancelling) in `waiting.rs`, a
 //! connection's creation and establishment results in `establishment.rs`,
 //! clearing, readying, closing and the fork reset in `lifecycle.rs`.
-//! Background runs, reconnect backoff and the timer table live in
-//! `maintenance.rs`, resizing in `resize.rs`, forcing a closed pool's
-//! connections in `shutdown.rs`, the getters in `stats.rs`.
+//! The timer table behind `poll_timeout` lives in `timer.rs`, background
+//! runs in `maintenance.rs`, the reconnect backoff in `backoff.rs`, the
+//! jitter's generator in `rng.rs`, resizing in `resize.rs`, forcing a
+//! closed pool's connections in `shutdown.rs`, the getters in `stats.rs`.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::backoff::Backoff;
 use crate::connection::{ConnectionId, Meta, PoolId, Pooled, ServiceId, WaiterId};
 use crate::connection_set::{Available, ConnectionSet, InUse};
 use crate::error::{CheckInError, ClearCause, EstablishError};
 use crate::event::{ClosedReason, Event};
-use crate::maintenance::{Backoff, SplitMix64};
 use crate::options::PoolOptions;
 use crate::output::{Action, Output};
 use crate::pace::Pace;
 use crate::perish::PerishRules;
+use crate::rng::SplitMix64;
 use crate::stats::Stats;
 use crate::wait_queue::{WaitQueue, Waiter};
 use crate::waiting::InUseCell;

@@ -13,8 +13,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::error::{OptionsError, UsageError};
+use crate::error::UsageError;
 use crate::event::{ClosedReason, Event};
+use crate::options::OptionsError;
 use crate::pool::{Pool, PoolState};
 
 impl<C> Pool<C> {

@@ -1,0 +1,124 @@
+//! The reconnect backoff (beyond the spec, from psycopg3's pool; paced as
+//! the current spec's "Backpressure-enabled" asks): consecutive
+//! establishment failures, the instants before which no connection is
+//! started, the pool's return to ready after its own failure reaction,
+//! and the loud give-up.
+
+use std::time::Instant;
+
+use crate::error::EstablishError;
+use crate::event::Event;
+use crate::options::EstablishFailure;
+use crate::pool::{Pool, PoolState};
+
+/// State of consecutive establishment failures.
+#[derive(Debug, Clone, Default)]
+#[cfg_attr(feature = "recorder", derive(serde::Serialize, serde::Deserialize))]
+pub(crate) struct Backoff {
+    failures: u32,
+    #[cfg_attr(feature = "recorder", serde(with = "crate::recorder::codec::rel_opt"))]
+    failing_since: Option<Instant>,
+    /// When a pool paused by its own failure reaction marks itself ready.
+    #[cfg_attr(feature = "recorder", serde(with = "crate::recorder::codec::rel_opt"))]
+    pub(crate) auto_ready_at: Option<Instant>,
+    /// No connection is started for `minPoolSize` alone before this
+    /// instant (the full backoff).
+    #[cfg_attr(feature = "recorder", serde(with = "crate::recorder::codec::rel_opt"))]
+    pub(crate) not_before: Option<Instant>,
+    /// No connection is started for waiting checkouts before this instant:
+    /// the backoff capped by `max_delay_while_waiting`, so that a server
+    /// that comes back serves them soon.
+    #[cfg_attr(feature = "recorder", serde(with = "crate::recorder::codec::rel_opt"))]
+    pub(crate) not_before_waiting: Option<Instant>,
+    /// The last failure since the last success, for the message of a
+    /// checkout that times out meanwhile.
+    #[cfg_attr(feature = "recorder", serde(with = "crate::recorder::codec::error_opt"))]
+    pub(crate) last_error: Option<EstablishError>,
+}
+
+impl Backoff {
+    /// A connection was established: the failures and their backoff end.
+    /// A return to ready that a failure scheduled stays: the success does
+    /// not mark the pool ready (the connection may predate the clear), and
+    /// a pool paused by its own failure reaction would otherwise stay
+    /// paused with nothing left to wake it.
+    pub(crate) fn on_success(&mut self) {
+        *self = Backoff {
+            auto_ready_at: self.auto_ready_at,
+            ..Backoff::default()
+        };
+    }
+
+    /// Whether a backoff holds connections back at all.
+    #[inline]
+    pub(crate) fn is_active(&self) -> bool {
+        self.not_before.is_some() || self.not_before_waiting.is_some()
+    }
+
+    /// The instant before which no connection is started, for waiting
+    /// checkouts (`for_waiters`) or for `minPoolSize`.
+    pub(crate) fn hold_until(&self, for_waiters: bool) -> Option<Instant> {
+        if for_waiters {
+            self.not_before_waiting
+        } else {
+            self.not_before
+        }
+    }
+
+    /// Forgets the ends that have passed.
+    pub(crate) fn expire(&mut self, now: Instant) {
+        if self.not_before.is_some_and(|t| t <= now) {
+            self.not_before = None;
+        }
+        if self.not_before_waiting.is_some_and(|t| t <= now) {
+            self.not_before_waiting = None;
+        }
+    }
+}
+
+impl<C> Pool<C> {
+    /// After an establishment failure: count it, give up loudly past the
+    /// limit, and otherwise schedule the next attempt.
+    pub(crate) fn on_establish_failure(&mut self, error: EstablishError) {
+        self.backoff.last_error = Some(error.clone());
+        let Some(policy) = self.options.reconnect else {
+            return;
+        };
+        let now = self.now;
+        let since = *self.backoff.failing_since.get_or_insert(now);
+        self.backoff.failures = self.backoff.failures.saturating_add(1);
+        let failing_for = now.saturating_duration_since(since);
+        if policy.give_up_after.is_some_and(|limit| failing_for >= limit) {
+            self.backoff = Backoff {
+                last_error: self.backoff.last_error.take(),
+                ..Backoff::default()
+            };
+            // Loud by design: emitted even with events off, since nobody
+            // would otherwise learn that the pool stopped trying.
+            let event = Event::ReconnectGaveUp {
+                address: self.address.clone(),
+                failing_for,
+                last_error: error,
+            };
+            self.push_event(event);
+            return;
+        }
+        let doublings = self.backoff.failures.saturating_sub(1).min(31);
+        let delay = policy
+            .initial_delay
+            .saturating_mul(1u32 << doublings)
+            .min(policy.max_delay);
+        // Between half and all of the delay, so that pools failing together
+        // do not retry together.
+        let spread = 0.5 + 0.5 * self.rng.next_f64();
+        let at = now.checked_add(delay.mul_f64(spread));
+        match self.options.establish_failure {
+            EstablishFailure::ClearPool if self.state == PoolState::Paused => self.backoff.auto_ready_at = at,
+            _ => {
+                self.backoff.not_before = at;
+                let waiting = delay.min(policy.max_delay_while_waiting);
+                self.backoff.not_before_waiting = now.checked_add(waiting.mul_f64(spread));
+            }
+        }
+    }
+}
