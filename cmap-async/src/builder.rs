@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cmap_core::{Address, ConnectionString, Event, OptionsError, PoolOptions, PoolOptionsBuilder, Reconnect};
+use cmap_core::{Address, Event, OptionsError, PoolOptions, PoolOptionsBuilder, Reconnect};
 
 use crate::error::BuildError;
 use crate::events::EventHub;
@@ -203,32 +203,7 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
     }
 
     crate::__pool_builder_setters!(own);
-
-    /// Reads a connection string's options into this builder (see
-    /// [`connection_string`](Self::connection_string)).
-    fn read_connection_string(mut self, uri: &str, strict: bool) -> Self {
-        let result = ConnectionString::parse(uri)
-            .map_err(OptionsError::from)
-            .and_then(|cs| {
-                if !strict {
-                    for unknown in cs.unknown_options() {
-                        tracing::warn!(
-                            option = unknown.name(),
-                            suggestion = unknown.suggestion(),
-                            "{unknown}, ignored"
-                        );
-                    }
-                }
-                if let ([host], None) = (cs.hosts(), &self.address) {
-                    self.address_from_uri = Some(host.clone());
-                }
-                cs.apply_to(&mut self.options, strict)
-            });
-        if let Err(e) = result {
-            self.option_error.get_or_insert(e);
-        }
-        self
-    }
+    crate::__pool_builder_setters!(@reader);
 
     /// Builds the pool on `R::default()` (for tokio: the current runtime)
     /// and starts its background task.

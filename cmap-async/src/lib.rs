@@ -120,6 +120,7 @@ pub use readiness::{IdleCheck, NotReadyError};
 pub use runtime::Runtime;
 
 pub use cmap_core;
+// For the builder setters' macro, expanded in other crates.
 pub use cmap_core::{
     AdaptiveConnecting, Address, CheckOutError, CheckOutFailedReason, Clear, ClearCause, ClosedReason,
     ConnectionId, ConnectionString, ConnectionStringError, EstablishError, EstablishErrorKind,
@@ -128,3 +129,5 @@ pub use cmap_core::{
 };
 #[cfg(feature = "recorder")]
 pub use cmap_core::{Recording, RecordingError, Replay, ReplayError, Seconds, Step};
+#[doc(hidden)]
+pub use tracing as __tracing;

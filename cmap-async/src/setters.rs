@@ -6,13 +6,17 @@
 //! name, one signature and one doc comment. Doc links are `crate::` paths
 //! that both crates export.
 
-/// Expands every builder setter, in one of two modes:
+/// Expands every builder setter (`@common`: those of every adapter,
+/// `@threaded`: those of pools shared between threads; both without a
+/// group), in one of two modes:
 ///
 /// - `own`: the body written beside each setter, on cmap-async's
 ///   [`PoolBuilder`](crate::PoolBuilder) (its private fields);
 /// - `forward`: `self.map(|b| b.setter(value))`, for a builder that holds a
 ///   cmap-async `PoolBuilder` and has a `map` method applying a function to
 ///   it.
+///
+/// `@reader` adds the connection-string reading the `own` setters call.
 ///
 /// Not for use outside the workspace's adapters: its shape may change.
 #[doc(hidden)]
@@ -33,7 +37,8 @@ macro_rules! __pool_builder_setters {
             $self.map(move |b| b.$name($value))
         }
     };
-    ($mode:ident) => {
+    // Every adapter's settings.
+    (@common $mode:ident) => {
         $crate::__pool_builder_setters! { @emit $mode
             /// The server's address, for events and logs (`serverHost`,
             /// `serverPort`): an [`Address`](crate::Address),
@@ -187,6 +192,49 @@ macro_rules! __pool_builder_setters {
             }
         }
         $crate::__pool_builder_setters! { @emit $mode
+            /// Keeps a flight recorder: the last `capacity` inputs of the
+            /// pool's core and the outputs they caused (at least half as
+            /// many), which `Pool::recording` returns and `spec-runner
+            /// replay` re-executes exactly. 0 (the default): off. An entry
+            /// takes 64 bytes (a check-in 112 more); the cost per checkout
+            /// is in docs/benchmarks.md.
+            ///
+            /// ```
+            /// # use cmap_async::{ManageConnection, PoolBuilder, Runtime};
+            /// # fn f<M: ManageConnection, R: Runtime>(b: PoolBuilder<M, R>) -> PoolBuilder<M, R> {
+            /// b.flight_recorder(100_000).flight_recorder_dir("/var/tmp")
+            /// # }
+            /// ```
+            #[cfg(feature = "recorder")]
+            flight_recorder(self, capacity: usize) {
+                self.flight.0 = capacity;
+            }
+        }
+        $crate::__pool_builder_setters! { @emit $mode
+            /// Where the flight recorder writes its recording when the pool
+            /// finds its own state inconsistent (checked each time the
+            /// recorder starts a new segment), as
+            /// `cmap-<address>-<unix ms>.jsonl`. Unset, the incident is only
+            /// logged at ERROR, and `Pool::recording` holds it.
+            #[cfg(feature = "recorder")]
+            flight_recorder_dir(self, dir: impl Into<::std::path::PathBuf>) {
+                self.flight.1 = Some(dir.into());
+            }
+        }
+        $crate::__pool_builder_setters! { @emit $mode
+            /// Leaves the pool paused once built, as the spec creates it,
+            /// for a topology monitor to mark it ready with
+            /// [`Pool::ready`](crate::Pool::ready).
+            start_paused(self, value: bool) {
+                self.start_paused = value;
+            }
+        }
+    };
+    // The settings of the builders whose pools are shared between threads
+    // (the callback is Send + Sync; leak detection and metrics run on
+    // their own threads' terms).
+    (@threaded $mode:ident) => {
+        $crate::__pool_builder_setters! { @emit $mode
             /// Leak detection (HikariCP's `leakDetectionThreshold`; off by
             /// default, and `None` or zero turns it off): a guard held
             /// longer than `value` is reported once, by a WARN message of
@@ -240,49 +288,44 @@ macro_rules! __pool_builder_setters {
             }
         }
         $crate::__pool_builder_setters! { @emit $mode
-            /// Keeps a flight recorder: the last `capacity` inputs of the
-            /// pool's core and the outputs they caused (at least half as
-            /// many), which `Pool::recording` returns and `spec-runner
-            /// replay` re-executes exactly. 0 (the default): off. An entry
-            /// takes 64 bytes (a check-in 112 more); the cost per checkout
-            /// is in docs/benchmarks.md.
-            ///
-            /// ```
-            /// # use cmap_async::{ManageConnection, PoolBuilder, Runtime};
-            /// # fn f<M: ManageConnection, R: Runtime>(b: PoolBuilder<M, R>) -> PoolBuilder<M, R> {
-            /// b.flight_recorder(100_000).flight_recorder_dir("/var/tmp")
-            /// # }
-            /// ```
-            #[cfg(feature = "recorder")]
-            flight_recorder(self, capacity: usize) {
-                self.flight.0 = capacity;
-            }
-        }
-        $crate::__pool_builder_setters! { @emit $mode
-            /// Where the flight recorder writes its recording when the pool
-            /// finds its own state inconsistent (checked each time the
-            /// recorder starts a new segment), as
-            /// `cmap-<address>-<unix ms>.jsonl`. Unset, the incident is only
-            /// logged at ERROR, and `Pool::recording` holds it.
-            #[cfg(feature = "recorder")]
-            flight_recorder_dir(self, dir: impl Into<::std::path::PathBuf>) {
-                self.flight.1 = Some(dir.into());
-            }
-        }
-        $crate::__pool_builder_setters! { @emit $mode
-            /// Leaves the pool paused once built, as the spec creates it,
-            /// for a topology monitor to mark it ready with
-            /// [`Pool::ready`](crate::Pool::ready).
-            start_paused(self, value: bool) {
-                self.start_paused = value;
-            }
-        }
-        $crate::__pool_builder_setters! { @emit $mode
             /// Subscribes a callback before the pool exists, so it sees the
             /// `ConnectionPoolCreated` and `ConnectionPoolReady` events too.
             on_event(self, callback: impl Fn(&$crate::Event) + Send + Sync + 'static) {
                 self.callbacks.push(::std::sync::Arc::new(callback));
             }
         }
+    };
+    // The connection-string reading every own builder shares; the caller
+    // holds `address`, `address_from_uri`, `options` and `option_error`.
+    (@reader) => {
+        /// Reads a connection string's options into this builder (see
+        /// [`connection_string`](Self::connection_string)).
+        fn read_connection_string(mut self, uri: &str, strict: bool) -> Self {
+            let result = $crate::ConnectionString::parse(uri)
+                .map_err($crate::OptionsError::from)
+                .and_then(|cs| {
+                    if !strict {
+                        for unknown in cs.unknown_options() {
+                            $crate::__tracing::warn!(
+                                option = unknown.name(),
+                                suggestion = unknown.suggestion(),
+                                "{unknown}, ignored"
+                            );
+                        }
+                    }
+                    if let ([host], None) = (cs.hosts(), &self.address) {
+                        self.address_from_uri = Some(host.clone());
+                    }
+                    cs.apply_to(&mut self.options, strict)
+                });
+            if let Err(e) = result {
+                self.option_error.get_or_insert(e);
+            }
+            self
+        }
+    };
+    ($mode:ident) => {
+        $crate::__pool_builder_setters!(@common $mode);
+        $crate::__pool_builder_setters!(@threaded $mode);
     };
 }

@@ -7,13 +7,9 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use cmap_async::{
-    default_reconnect, BuildError, ToAddress, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESET_TIMEOUT,
-    DEFAULT_WAIT_QUEUE_TIMEOUT,
+    default_reconnect, BuildError, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESET_TIMEOUT, DEFAULT_WAIT_QUEUE_TIMEOUT,
 };
-use cmap_core::{
-    AdaptiveConnecting, Address, ConnectionString, Event, OptionsError, PoolOptions, PoolOptionsBuilder,
-    Reconnect,
-};
+use cmap_core::{Address, Event, OptionsError, PoolOptions, PoolOptionsBuilder};
 
 use crate::events::Events;
 use crate::manager::ManageConnection;
@@ -23,9 +19,11 @@ use crate::shared::{Shared, Timeouts};
 
 type Callback = Rc<dyn Fn(&Event)>;
 
-/// Builds a [`Pool`]. Its settings and defaults are those of
+/// Builds a [`Pool`]. Its settings (generated from the list every
+/// adapter's builder shares) and defaults are those of
 /// `cmap_async::PoolBuilder` (whose docs say why each default is what it
-/// is): a 30 s wait-queue timeout, a reconnect backoff, checkouts that
+/// is), less leak detection and metrics, and with callbacks that need not
+/// be `Send`: a 30 s wait-queue timeout, a reconnect backoff, checkouts that
 /// keep waiting through a network failure, a 10 s connect and reset
 /// timeout, a random jitter seed, the pool marked ready once built.
 ///
@@ -48,7 +46,8 @@ pub struct PoolBuilder<M, R> {
     given: Option<PoolOptions>,
     option_error: Option<OptionsError>,
     start_paused: bool,
-    timeouts: Timeouts,
+    connect_timeout: Option<Duration>,
+    reset_timeout: Option<Duration>,
     #[cfg(feature = "recorder")]
     flight: (usize, Option<std::path::PathBuf>),
     callbacks: Vec<Callback>,
@@ -74,10 +73,8 @@ impl<M: ManageConnection, R: LocalRuntime> PoolBuilder<M, R> {
             given: None,
             option_error: None,
             start_paused: false,
-            timeouts: Timeouts {
-                connect: Some(DEFAULT_CONNECT_TIMEOUT),
-                reset: Some(DEFAULT_RESET_TIMEOUT),
-            },
+            connect_timeout: Some(DEFAULT_CONNECT_TIMEOUT),
+            reset_timeout: Some(DEFAULT_RESET_TIMEOUT),
             #[cfg(feature = "recorder")]
             flight: (0, None),
             callbacks: Vec::new(),
@@ -85,133 +82,8 @@ impl<M: ManageConnection, R: LocalRuntime> PoolBuilder<M, R> {
         }
     }
 
-    /// The server's address for events and logs, unless the manager knows
-    /// it ([`ManageConnection::address`]); given, it wins.
-    pub fn address(mut self, address: impl ToAddress) -> Self {
-        self.address = Some(address.to_address());
-        self
-    }
-
-    /// Whole options, used as they are (this builder's defaults no longer
-    /// apply to options).
-    pub fn options(mut self, options: PoolOptions) -> Self {
-        self.given = Some(options);
-        self
-    }
-
-    /// Sets any option through the core's builder, from these defaults.
-    pub fn configure(mut self, f: impl FnOnce(PoolOptionsBuilder) -> PoolOptionsBuilder) -> Self {
-        self.options = f(self.options);
-        self
-    }
-
-    /// The pool options of a MongoDB connection string, as
-    /// `cmap_async::PoolBuilder::connection_string` reads them (an
-    /// unknown option is a warning naming the nearest known one).
-    pub fn connection_string(self, uri: &str) -> Self {
-        self.read_connection_string(uri, false)
-    }
-
-    /// [`connection_string`](Self::connection_string), with an unknown
-    /// option an error.
-    pub fn connection_string_strict(self, uri: &str) -> Self {
-        self.read_connection_string(uri, true)
-    }
-
-    fn read_connection_string(mut self, uri: &str, strict: bool) -> Self {
-        let result = ConnectionString::parse(uri)
-            .map_err(OptionsError::from)
-            .and_then(|cs| {
-                if !strict {
-                    for unknown in cs.unknown_options() {
-                        tracing::warn!(
-                            option = unknown.name(),
-                            suggestion = unknown.suggestion(),
-                            "{unknown}, ignored"
-                        );
-                    }
-                }
-                if let ([host], None) = (cs.hosts(), &self.address) {
-                    self.address_from_uri = Some(host.clone());
-                }
-                cs.apply_to(&mut self.options, strict)
-            });
-        if let Err(e) = result {
-            self.option_error.get_or_insert(e);
-        }
-        self
-    }
-
-    /// `maxPoolSize` (0: no limit).
-    pub fn max_pool_size(self, value: u32) -> Self {
-        self.configure(|o| o.max_pool_size(value))
-    }
-
-    /// `minPoolSize`.
-    pub fn min_pool_size(self, value: u32) -> Self {
-        self.configure(|o| o.min_pool_size(value))
-    }
-
-    /// `maxConnecting`.
-    pub fn max_connecting(self, value: u32) -> Self {
-        self.configure(|o| o.max_connecting(value))
-    }
-
-    /// An adaptive establishment pace instead of `maxConnecting`.
-    pub fn adaptive_connecting(self, value: impl Into<Option<AdaptiveConnecting>>) -> Self {
-        let value = value.into();
-        self.configure(|o| o.adaptive_connecting(value))
-    }
-
-    /// `maxIdleTimeMS` (`None`: no limit).
-    pub fn max_idle_time(self, value: impl Into<Option<Duration>>) -> Self {
-        let value = value.into();
-        self.configure(|o| o.max_idle_time(value))
-    }
-
-    /// `waitQueueTimeoutMS`, 30 s unless set (`None`: no limit).
-    pub fn wait_queue_timeout(self, value: impl Into<Option<Duration>>) -> Self {
-        let value = value.into();
-        self.configure(|o| o.wait_queue_timeout(value))
-    }
-
-    /// The reconnect backoff (`None`: a cleared pool stays paused).
-    pub fn reconnect(self, value: Option<Reconnect>) -> Self {
-        self.configure(|o| o.reconnect(value))
-    }
-
-    /// The longest `connect` may take (`None`: no limit).
-    pub fn connect_timeout(mut self, value: impl Into<Option<Duration>>) -> Self {
-        self.timeouts.connect = value.into();
-        self
-    }
-
-    /// The longest `reset` may take (`None`: no limit).
-    pub fn reset_timeout(mut self, value: impl Into<Option<Duration>>) -> Self {
-        self.timeouts.reset = value.into();
-        self
-    }
-
-    /// Keeps a flight recorder of the last `capacity` inputs (0, the
-    /// default: off); [`Pool::recording`] returns it.
-    #[cfg(feature = "recorder")]
-    pub fn flight_recorder(mut self, capacity: usize) -> Self {
-        self.flight.0 = capacity;
-        self
-    }
-
-    /// Where an incident's recording is written.
-    #[cfg(feature = "recorder")]
-    pub fn flight_recorder_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
-        self.flight.1 = Some(dir.into());
-        self
-    }
-
-    /// Leaves the pool paused once built, for [`Pool::ready`].
-    pub fn start_paused(mut self, value: bool) -> Self {
-        self.start_paused = value;
-        self
-    }
+    cmap_async::__pool_builder_setters!(@common own);
+    cmap_async::__pool_builder_setters!(@reader);
 
     /// Subscribes a callback before the pool exists, so that it sees
     /// `ConnectionPoolCreated` too.
@@ -269,7 +141,10 @@ impl<M: ManageConnection, R: LocalRuntime> PoolBuilder<M, R> {
             manager: Rc::new(manager),
             rt,
             address,
-            timeouts: self.timeouts,
+            timeouts: Timeouts {
+                connect: self.connect_timeout,
+                reset: self.reset_timeout,
+            },
             waiters: Default::default(),
             establishing: Default::default(),
             interrupted: Default::default(),
