@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cmap_core::{Address, Event, OptionsError, PoolOptions, PoolOptionsBuilder, Reconnect};
+use cmap_core::{Address, Event, Reconnect};
 
 use crate::error::BuildError;
 use crate::events::EventHub;
@@ -14,6 +14,7 @@ use crate::leak::{self, Leaks};
 use crate::manager::ManageConnection;
 use crate::pool::Pool;
 use crate::runtime::Runtime;
+use crate::setters::Settings;
 use crate::shared::Shared;
 use crate::shared::Timeouts;
 use crate::timer;
@@ -28,14 +29,14 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_RESET_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The wait-queue timeout of a pool built without explicit
-/// [`PoolOptions`]: 30 s, as HikariCP, psycopg_pool, bb8, r2d2 and sqlx
+/// [`PoolOptions`](crate::PoolOptions): 30 s, as HikariCP, psycopg_pool, bb8, r2d2 and sqlx
 /// wait. (The spec's default, and a connection string's
 /// `waitQueueTimeoutMS=0`, is no limit: a request on a saturated pool
 /// would hang forever.)
 pub const DEFAULT_WAIT_QUEUE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The reconnect backoff of a pool built without explicit
-/// [`PoolOptions`]: 100 ms doubling up to 10 s for `minPoolSize`, at
+/// [`PoolOptions`](crate::PoolOptions): 100 ms doubling up to 10 s for `minPoolSize`, at
 /// most 5 ms between attempts while checkouts wait, and never giving up,
 /// because a pool without a topology monitor has nobody else to mark it
 /// ready again once the server is back.
@@ -123,7 +124,7 @@ type Callback = Arc<dyn Fn(&Event) + Send + Sync>;
 /// - a reconnect backoff ([`default_reconnect`]), so that a pool cleared
 ///   by a failed connect marks itself ready again;
 /// - checkouts that keep waiting through a network failure
-///   ([`PoolOptionsBuilder::keep_waiting_on_overload`]): a server down for
+///   ([`PoolOptionsBuilder::keep_waiting_on_overload`](crate::PoolOptionsBuilder::keep_waiting_on_overload)): a server down for
 ///   less than the wait timeout fails no checkout;
 /// - a [`DEFAULT_CONNECT_TIMEOUT`] (an establishment is also abandoned
 ///   when the checkout that asked for it times out and nobody else needs
@@ -131,7 +132,7 @@ type Callback = Arc<dyn Fn(&Event) + Send + Sync>;
 /// - a random jitter seed for each pool, unless one is set;
 /// - the pool marked ready once built.
 ///
-/// Whole [`PoolOptions`] given with [`options`](Self::options) are used as
+/// Whole [`PoolOptions`](crate::PoolOptions) given with [`options`](Self::options) are used as
 /// they are (a random seed is still drawn if they set none).
 ///
 /// In this API `None` means no limit and `Duration::ZERO` means do not
@@ -152,21 +153,10 @@ type Callback = Arc<dyn Fn(&Event) + Send + Sync>;
 /// ```
 #[must_use = "a builder does nothing until `build`"]
 pub struct PoolBuilder<M, R> {
-    address: Option<Result<Address, BuildError>>,
-    /// The one host of the connection string, if it names one.
-    address_from_uri: Option<Address>,
-    options: PoolOptionsBuilder,
-    given: Option<PoolOptions>,
-    option_error: Option<OptionsError>,
-    start_paused: bool,
-    connect_timeout: Option<Duration>,
-    reset_timeout: Option<Duration>,
+    settings: Settings,
     leak_detection_threshold: Option<Duration>,
     #[cfg(feature = "metrics")]
     metrics: bool,
-    /// Flight recorder capacity (0: off) and incident folder.
-    #[cfg(feature = "recorder")]
-    flight: (usize, Option<std::path::PathBuf>),
     callbacks: Vec<Callback>,
     _types: PhantomData<fn() -> (M, R)>,
 }
@@ -181,29 +171,16 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
     /// A builder with the defaults above.
     pub fn new() -> Self {
         PoolBuilder {
-            address: None,
-            address_from_uri: None,
-            options: PoolOptions::builder()
-                .reconnect(Some(default_reconnect()))
-                .wait_queue_timeout(DEFAULT_WAIT_QUEUE_TIMEOUT)
-                .keep_waiting_on_overload(true),
-            given: None,
-            option_error: None,
-            start_paused: false,
-            connect_timeout: Some(DEFAULT_CONNECT_TIMEOUT),
-            reset_timeout: Some(DEFAULT_RESET_TIMEOUT),
+            settings: Settings::default(),
             leak_detection_threshold: None,
             #[cfg(feature = "metrics")]
             metrics: false,
-            #[cfg(feature = "recorder")]
-            flight: (0, None),
             callbacks: Vec::new(),
             _types: PhantomData,
         }
     }
 
     crate::__pool_builder_setters!(own);
-    crate::__pool_builder_setters!(@reader);
 
     /// Builds the pool on `R::default()` (for tokio: the current runtime)
     /// and starts its background task.
@@ -267,25 +244,8 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
     /// # Errors
     ///
     /// No address, a bad address, or invalid options.
-    pub fn build_on(self, manager: M, rt: R) -> Result<Pool<M, R>, BuildError> {
-        let address = match self.address {
-            Some(given) => given?,
-            None => match self.address_from_uri {
-                Some(host) => host,
-                None => manager.address().ok_or(BuildError::MissingAddress)?,
-            },
-        };
-        let mut options = match self.given {
-            Some(options) => options,
-            None => match self.option_error {
-                Some(error) => return Err(error.into()),
-                None => self.options.build()?,
-            },
-        };
-        if options.seed().is_none() {
-            // Pools that fail together must not retry together.
-            options = options.with_seed(fastrand::u64(..));
-        }
+    pub fn build_on(mut self, manager: M, rt: R) -> Result<Pool<M, R>, BuildError> {
+        let (address, options) = self.settings.resolve(|| manager.address())?;
         let hub = Arc::new(EventHub::default());
         for callback in self.callbacks {
             // Dropping the handle keeps the callback.
@@ -295,12 +255,12 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
         // Spec: the pool is created paused and emits ConnectionPoolCreated.
         let core = cmap_core::Pool::new(rt.now(), address.clone(), options.clone());
         let timeouts = Timeouts {
-            connect: self.connect_timeout,
-            reset: self.reset_timeout,
+            connect: self.settings.connect_timeout,
+            reset: self.settings.reset_timeout,
         };
         let leaks = Leaks::new(self.leak_detection_threshold);
         #[cfg(feature = "recorder")]
-        let flight = match self.flight {
+        let flight = match self.settings.flight {
             (0, _) => None,
             (capacity, dir) => Some(Box::new(crate::flight::Flight::new(capacity, dir))),
         };
@@ -321,7 +281,7 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
             // Before the ready input: the first events count.
             crate::export::subscribe(&shared);
         }
-        let start_paused = self.start_paused;
+        let start_paused = self.settings.start_paused;
         shared.input(|inner, now| {
             if !start_paused {
                 // A new pool is not closed: this cannot fail.
@@ -349,7 +309,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
     use std::time::Instant;
 
-    use cmap_core::{ConnectionStringError, EstablishErrorKind};
+    use cmap_core::{ConnectionStringError, EstablishErrorKind, OptionsError};
     use tracing::field::{Field, Visit};
     use tracing::span::{Attributes, Id, Record};
     use tracing::{Level, Metadata, Subscriber};
@@ -430,9 +390,9 @@ mod tests {
             read(PoolBuilder::new().address("db:27017"), uri)
         });
         // Stop before a pool is built: options first, as build_on does.
-        let error = match builder.option_error {
+        let error = match builder.settings.option_error {
             Some(e) => Some(BuildError::from(e)),
-            None => builder.options.build().err().map(BuildError::from),
+            None => builder.settings.options.build().err().map(BuildError::from),
         };
         let records = warnings.0.lock().unwrap().clone();
         (error, records)
@@ -499,17 +459,17 @@ mod tests {
     #[test]
     fn the_wait_queue_timeout_stays_30_s_unless_the_string_sets_it() {
         let b = PoolBuilder::<Never, NoRuntime>::new().connection_string("mongodb://db/?maxPoolSize=3");
-        let o = b.options.build().unwrap();
+        let o = b.settings.options.build().unwrap();
         assert_eq!(o.wait_queue_timeout(), Some(DEFAULT_WAIT_QUEUE_TIMEOUT));
         let b =
             PoolBuilder::<Never, NoRuntime>::new().connection_string("mongodb://db/?waitQueueTimeoutMS=0");
         assert_eq!(
-            b.options.build().unwrap().wait_queue_timeout(),
+            b.settings.options.build().unwrap().wait_queue_timeout(),
             None,
             "the spec's 0: no limit"
         );
         let b = PoolBuilder::<Never, NoRuntime>::new().wait_queue_timeout(None);
-        assert_eq!(b.options.build().unwrap().wait_queue_timeout(), None);
+        assert_eq!(b.settings.options.build().unwrap().wait_queue_timeout(), None);
     }
 
     #[test]

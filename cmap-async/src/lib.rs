@@ -129,5 +129,7 @@ pub use cmap_core::{
 };
 #[cfg(feature = "recorder")]
 pub use cmap_core::{Recording, RecordingError, Replay, ReplayError, Seconds, Step};
+// For the adapters' builders: what they hold, which the setters' macro
+// writes.
 #[doc(hidden)]
-pub use tracing as __tracing;
+pub use setters::Settings;

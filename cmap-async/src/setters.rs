@@ -6,17 +6,130 @@
 //! name, one signature and one doc comment. Doc links are `crate::` paths
 //! that both crates export.
 
+use std::path::PathBuf;
+use std::time::Duration;
+
+use cmap_core::{Address, ConnectionString, OptionsError, PoolOptions, PoolOptionsBuilder};
+
+use crate::builder::{
+    default_reconnect, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESET_TIMEOUT, DEFAULT_WAIT_QUEUE_TIMEOUT,
+};
+use crate::error::BuildError;
+
+/// What every adapter's builder holds (its `@common` setters write it),
+/// starting from the builders' defaults, and how it becomes a pool's
+/// address and options. Public for the adapters' builders only.
+#[doc(hidden)]
+pub struct Settings {
+    /// The address given to the builder.
+    pub address: Option<Result<Address, BuildError>>,
+    /// The one host of the connection string, if it names one.
+    pub address_from_uri: Option<Address>,
+    /// The options set one by one, from the defaults.
+    pub options: PoolOptionsBuilder,
+    /// Whole options, used as they are.
+    pub given: Option<PoolOptions>,
+    /// The first error of a connection string, for `build`.
+    pub option_error: Option<OptionsError>,
+    /// Left paused once built.
+    pub start_paused: bool,
+    /// The longest `connect` may take.
+    pub connect_timeout: Option<Duration>,
+    /// The longest `reset` may take.
+    pub reset_timeout: Option<Duration>,
+    /// Flight recorder capacity (0: off) and incident folder.
+    pub flight: (usize, Option<PathBuf>),
+}
+
+impl Default for Settings {
+    /// The defaults `PoolBuilder`'s docs give.
+    fn default() -> Self {
+        Settings {
+            address: None,
+            address_from_uri: None,
+            options: PoolOptions::builder()
+                .reconnect(Some(default_reconnect()))
+                .wait_queue_timeout(DEFAULT_WAIT_QUEUE_TIMEOUT)
+                .keep_waiting_on_overload(true),
+            given: None,
+            option_error: None,
+            start_paused: false,
+            connect_timeout: Some(DEFAULT_CONNECT_TIMEOUT),
+            reset_timeout: Some(DEFAULT_RESET_TIMEOUT),
+            flight: (0, None),
+        }
+    }
+}
+
+impl Settings {
+    /// Reads a connection string's options (see
+    /// `PoolBuilder::connection_string`); its first error fails the build.
+    pub fn read_connection_string(&mut self, uri: &str, strict: bool) {
+        let result = ConnectionString::parse(uri)
+            .map_err(OptionsError::from)
+            .and_then(|cs| {
+                if !strict {
+                    for unknown in cs.unknown_options() {
+                        tracing::warn!(
+                            option = unknown.name(),
+                            suggestion = unknown.suggestion(),
+                            "{unknown}, ignored"
+                        );
+                    }
+                }
+                if let ([host], None) = (cs.hosts(), &self.address) {
+                    self.address_from_uri = Some(host.clone());
+                }
+                cs.apply_to(&mut self.options, strict)
+            });
+        if let Err(e) = result {
+            self.option_error.get_or_insert(e);
+        }
+    }
+
+    /// The pool's address (given, else the connection string's one host,
+    /// else the manager's) and its options, seeded at random unless a seed
+    /// was set.
+    ///
+    /// # Errors
+    ///
+    /// No address, a bad address, or invalid options.
+    pub fn resolve(
+        &mut self,
+        manager_address: impl FnOnce() -> Option<Address>,
+    ) -> Result<(Address, PoolOptions), BuildError> {
+        let address = match self.address.take() {
+            Some(given) => given?,
+            None => match self.address_from_uri.take() {
+                Some(host) => host,
+                None => manager_address().ok_or(BuildError::MissingAddress)?,
+            },
+        };
+        let mut options = match self.given.take() {
+            Some(options) => options,
+            None => match self.option_error.take() {
+                Some(error) => return Err(error.into()),
+                None => std::mem::take(&mut self.options).build()?,
+            },
+        };
+        if options.seed().is_none() {
+            // Pools that fail together must not retry together.
+            options = options.with_seed(fastrand::u64(..));
+        }
+        Ok((address, options))
+    }
+}
+
 /// Expands every builder setter (`@common`: those of every adapter,
 /// `@threaded`: those of pools shared between threads; both without a
 /// group), in one of two modes:
 ///
-/// - `own`: the body written beside each setter, on cmap-async's
-///   [`PoolBuilder`](crate::PoolBuilder) (its private fields);
+/// - `own`: the body written beside each setter, on a builder that holds
+///   a [`Settings`] in a field `settings` (and, for `@threaded`, the
+///   fields of cmap-async's [`PoolBuilder`](crate::PoolBuilder));
 /// - `forward`: `self.map(|b| b.setter(value))`, for a builder that holds a
 ///   cmap-async `PoolBuilder` and has a `map` method applying a function to
 ///   it.
-///
-/// `@reader` adds the connection-string reading the `own` setters call.
 ///
 /// Not for use outside the workspace's adapters: its shape may change.
 #[doc(hidden)]
@@ -48,14 +161,14 @@ macro_rules! __pool_builder_setters {
             /// given, it overrides the manager's. The manager decides where
             /// it really connects.
             address(self, address: impl $crate::ToAddress) {
-                self.address = Some($crate::ToAddress::to_address(address));
+                self.settings.address = Some($crate::ToAddress::to_address(address));
             }
         }
         $crate::__pool_builder_setters! { @emit $mode
             /// Whole options, used as they are: the settings below and the
             /// defaults of this builder no longer apply to options.
             options(self, options: $crate::PoolOptions) {
-                self.given = Some(options);
+                self.settings.given = Some(options);
             }
         }
         $crate::__pool_builder_setters! { @emit $mode
@@ -70,7 +183,7 @@ macro_rules! __pool_builder_setters {
             /// # }
             /// ```
             configure(self, f: impl FnOnce($crate::PoolOptionsBuilder) -> $crate::PoolOptionsBuilder) {
-                self.options = f(self.options);
+                self.settings.options = f(self.settings.options);
             }
         }
         $crate::__pool_builder_setters! { @emit $mode
@@ -109,7 +222,7 @@ macro_rules! __pool_builder_setters {
             /// # }
             /// ```
             connection_string(self, uri: &str) {
-                self = self.read_connection_string(uri, false);
+                self.settings.read_connection_string(uri, false);
             }
         }
         $crate::__pool_builder_setters! { @emit $mode
@@ -118,25 +231,25 @@ macro_rules! __pool_builder_setters {
             /// ([`OptionsError::Unknown`](crate::OptionsError::Unknown))
             /// rather than a warning.
             connection_string_strict(self, uri: &str) {
-                self = self.read_connection_string(uri, true);
+                self.settings.read_connection_string(uri, true);
             }
         }
         $crate::__pool_builder_setters! { @emit $mode
             /// `maxPoolSize`: the most connections (0: no limit).
             max_pool_size(self, value: u32) {
-                self.options = self.options.max_pool_size(value);
+                self.settings.options = self.settings.options.max_pool_size(value);
             }
         }
         $crate::__pool_builder_setters! { @emit $mode
             /// `minPoolSize`: connections kept open while the pool is ready.
             min_pool_size(self, value: u32) {
-                self.options = self.options.min_pool_size(value);
+                self.settings.options = self.settings.options.min_pool_size(value);
             }
         }
         $crate::__pool_builder_setters! { @emit $mode
             /// `maxConnecting`: connections established at once.
             max_connecting(self, value: u32) {
-                self.options = self.options.max_connecting(value);
+                self.settings.options = self.settings.options.max_connecting(value);
             }
         }
         $crate::__pool_builder_setters! { @emit $mode
@@ -147,14 +260,14 @@ macro_rules! __pool_builder_setters {
             /// backpressure label or slows down (see
             /// [`PoolOptionsBuilder::adaptive_connecting`](crate::PoolOptionsBuilder::adaptive_connecting)).
             adaptive_connecting(self, value: impl Into<Option<$crate::AdaptiveConnecting>>) {
-                self.options = self.options.adaptive_connecting(value.into());
+                self.settings.options = self.settings.options.adaptive_connecting(value.into());
             }
         }
         $crate::__pool_builder_setters! { @emit $mode
             /// `maxIdleTimeMS`: how long a connection may stay unused
             /// (`None`: no limit).
             max_idle_time(self, value: impl Into<Option<::std::time::Duration>>) {
-                self.options = self.options.max_idle_time(value.into());
+                self.settings.options = self.settings.options.max_idle_time(value.into());
             }
         }
         $crate::__pool_builder_setters! { @emit $mode
@@ -162,7 +275,7 @@ macro_rules! __pool_builder_setters {
             /// (`None`: no limit; `Duration::ZERO`: no wait, only an
             /// available connection).
             wait_queue_timeout(self, value: impl Into<Option<::std::time::Duration>>) {
-                self.options = self.options.wait_queue_timeout(value.into());
+                self.settings.options = self.settings.options.wait_queue_timeout(value.into());
             }
         }
         $crate::__pool_builder_setters! { @emit $mode
@@ -170,7 +283,7 @@ macro_rules! __pool_builder_setters {
             /// cleared pool stays paused until
             /// [`Pool::ready`](crate::Pool::ready)).
             reconnect(self, value: Option<$crate::Reconnect>) {
-                self.options = self.options.reconnect(value);
+                self.settings.options = self.settings.options.reconnect(value);
             }
         }
         $crate::__pool_builder_setters! { @emit $mode
@@ -179,7 +292,7 @@ macro_rules! __pool_builder_setters {
             /// [`ConnectTimeoutError`](crate::ConnectTimeoutError), a network
             /// timeout (labelled `SystemOverloadedError`).
             connect_timeout(self, value: impl Into<Option<::std::time::Duration>>) {
-                self.connect_timeout = value.into();
+                self.settings.connect_timeout = value.into();
             }
         }
         $crate::__pool_builder_setters! { @emit $mode
@@ -188,7 +301,7 @@ macro_rules! __pool_builder_setters {
             /// no limit); past it the connection is closed (reason `error`)
             /// instead of pooled again.
             reset_timeout(self, value: impl Into<Option<::std::time::Duration>>) {
-                self.reset_timeout = value.into();
+                self.settings.reset_timeout = value.into();
             }
         }
         $crate::__pool_builder_setters! { @emit $mode
@@ -207,7 +320,7 @@ macro_rules! __pool_builder_setters {
             /// ```
             #[cfg(feature = "recorder")]
             flight_recorder(self, capacity: usize) {
-                self.flight.0 = capacity;
+                self.settings.flight.0 = capacity;
             }
         }
         $crate::__pool_builder_setters! { @emit $mode
@@ -218,7 +331,7 @@ macro_rules! __pool_builder_setters {
             /// logged at ERROR, and `Pool::recording` holds it.
             #[cfg(feature = "recorder")]
             flight_recorder_dir(self, dir: impl Into<::std::path::PathBuf>) {
-                self.flight.1 = Some(dir.into());
+                self.settings.flight.1 = Some(dir.into());
             }
         }
         $crate::__pool_builder_setters! { @emit $mode
@@ -226,7 +339,7 @@ macro_rules! __pool_builder_setters {
             /// for a topology monitor to mark it ready with
             /// [`Pool::ready`](crate::Pool::ready).
             start_paused(self, value: bool) {
-                self.start_paused = value;
+                self.settings.start_paused = value;
             }
         }
     };
@@ -293,35 +406,6 @@ macro_rules! __pool_builder_setters {
             on_event(self, callback: impl Fn(&$crate::Event) + Send + Sync + 'static) {
                 self.callbacks.push(::std::sync::Arc::new(callback));
             }
-        }
-    };
-    // The connection-string reading every own builder shares; the caller
-    // holds `address`, `address_from_uri`, `options` and `option_error`.
-    (@reader) => {
-        /// Reads a connection string's options into this builder (see
-        /// [`connection_string`](Self::connection_string)).
-        fn read_connection_string(mut self, uri: &str, strict: bool) -> Self {
-            let result = $crate::ConnectionString::parse(uri)
-                .map_err($crate::OptionsError::from)
-                .and_then(|cs| {
-                    if !strict {
-                        for unknown in cs.unknown_options() {
-                            $crate::__tracing::warn!(
-                                option = unknown.name(),
-                                suggestion = unknown.suggestion(),
-                                "{unknown}, ignored"
-                            );
-                        }
-                    }
-                    if let ([host], None) = (cs.hosts(), &self.address) {
-                        self.address_from_uri = Some(host.clone());
-                    }
-                    cs.apply_to(&mut self.options, strict)
-                });
-            if let Err(e) = result {
-                self.option_error.get_or_insert(e);
-            }
-            self
         }
     };
     ($mode:ident) => {

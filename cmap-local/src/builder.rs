@@ -4,12 +4,9 @@
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::rc::Rc;
-use std::time::Duration;
 
-use cmap_async::{
-    default_reconnect, BuildError, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESET_TIMEOUT, DEFAULT_WAIT_QUEUE_TIMEOUT,
-};
-use cmap_core::{Address, Event, OptionsError, PoolOptions, PoolOptionsBuilder};
+use cmap_async::{BuildError, Settings};
+use cmap_core::Event;
 
 use crate::events::Events;
 use crate::manager::ManageConnection;
@@ -40,16 +37,7 @@ type Callback = Rc<dyn Fn(&Event)>;
 /// ```
 #[must_use = "a builder does nothing until `build`"]
 pub struct PoolBuilder<M, R> {
-    address: Option<Result<Address, BuildError>>,
-    address_from_uri: Option<Address>,
-    options: PoolOptionsBuilder,
-    given: Option<PoolOptions>,
-    option_error: Option<OptionsError>,
-    start_paused: bool,
-    connect_timeout: Option<Duration>,
-    reset_timeout: Option<Duration>,
-    #[cfg(feature = "recorder")]
-    flight: (usize, Option<std::path::PathBuf>),
+    settings: Settings,
     callbacks: Vec<Callback>,
     _types: PhantomData<fn() -> (M, R)>,
 }
@@ -64,26 +52,13 @@ impl<M: ManageConnection, R: LocalRuntime> PoolBuilder<M, R> {
     /// A builder with the defaults above.
     pub fn new() -> Self {
         PoolBuilder {
-            address: None,
-            address_from_uri: None,
-            options: PoolOptions::builder()
-                .reconnect(Some(default_reconnect()))
-                .wait_queue_timeout(DEFAULT_WAIT_QUEUE_TIMEOUT)
-                .keep_waiting_on_overload(true),
-            given: None,
-            option_error: None,
-            start_paused: false,
-            connect_timeout: Some(DEFAULT_CONNECT_TIMEOUT),
-            reset_timeout: Some(DEFAULT_RESET_TIMEOUT),
-            #[cfg(feature = "recorder")]
-            flight: (0, None),
+            settings: Settings::default(),
             callbacks: Vec::new(),
             _types: PhantomData,
         }
     }
 
     cmap_async::__pool_builder_setters!(@common own);
-    cmap_async::__pool_builder_setters!(@reader);
 
     /// Subscribes a callback before the pool exists, so that it sees
     /// `ConnectionPoolCreated` too.
@@ -110,25 +85,8 @@ impl<M: ManageConnection, R: LocalRuntime> PoolBuilder<M, R> {
     /// # Errors
     ///
     /// No address, a bad address, or invalid options.
-    pub fn build_on(self, manager: M, rt: R) -> Result<Pool<M, R>, BuildError> {
-        let address = match self.address {
-            Some(given) => given?,
-            None => match self.address_from_uri {
-                Some(host) => host,
-                None => manager.address().ok_or(BuildError::MissingAddress)?,
-            },
-        };
-        let mut options = match self.given {
-            Some(options) => options,
-            None => match self.option_error {
-                Some(error) => return Err(error.into()),
-                None => self.options.build()?,
-            },
-        };
-        if options.seed().is_none() {
-            // Pools that fail together must not retry together.
-            options = options.with_seed(fastrand::u64(..));
-        }
+    pub fn build_on(mut self, manager: M, rt: R) -> Result<Pool<M, R>, BuildError> {
+        let (address, options) = self.settings.resolve(|| manager.address())?;
         let events = Events::default();
         for callback in self.callbacks {
             let _ = events.subscribe(callback);
@@ -142,8 +100,8 @@ impl<M: ManageConnection, R: LocalRuntime> PoolBuilder<M, R> {
             rt,
             address,
             timeouts: Timeouts {
-                connect: self.connect_timeout,
-                reset: self.reset_timeout,
+                connect: self.settings.connect_timeout,
+                reset: self.settings.reset_timeout,
             },
             waiters: Default::default(),
             establishing: Default::default(),
@@ -153,12 +111,12 @@ impl<M: ManageConnection, R: LocalRuntime> PoolBuilder<M, R> {
             armed: Cell::new(None),
             handles: Cell::new(1),
             #[cfg(feature = "recorder")]
-            flight: match self.flight {
+            flight: match self.settings.flight {
                 (0, _) => None,
                 (capacity, dir) => Some(crate::flight::Flight::new(capacity, dir)),
             },
         });
-        let start_paused = self.start_paused;
+        let start_paused = self.settings.start_paused;
         shared.input(|core, now| {
             if !start_paused {
                 // A new pool is not closed: this cannot fail.
