@@ -4,7 +4,7 @@
 //! there is logged at ERROR and, where the builder named a folder,
 //! written there for `spec-runner replay`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -40,42 +40,52 @@ impl Flight {
 
     /// Logs the incident and writes its recording, after the lock.
     pub(crate) fn report(&self, address: &Address, recording: &Recording) {
-        let why = recording.incident().unwrap_or("unknown");
-        let written = self.dir.as_ref().map(|dir| {
-            let stamp = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_millis();
-            let name = format!(
-                "cmap-{}-{stamp}.jsonl",
-                address.to_string().replace(['/', ':'], "_")
-            );
-            let path = dir.join(name);
-            let file = std::fs::File::create(&path).map(std::io::BufWriter::new);
-            file.and_then(|f| recording.write_to(f)).map(|()| path)
-        });
-        match written {
-            Some(Ok(path)) => tracing::error!(
-                target: crate::logging::LOG_TARGET,
-                %address,
-                incident = why,
-                recording = %path.display(),
-                "the pool found its state inconsistent; its flight recording was written (replay it with `spec-runner replay`)"
-            ),
-            Some(Err(error)) => tracing::error!(
-                target: crate::logging::LOG_TARGET,
-                %address,
-                incident = why,
-                %error,
-                "the pool found its state inconsistent; writing its flight recording failed"
-            ),
-            None => tracing::error!(
-                target: crate::logging::LOG_TARGET,
-                %address,
-                incident = why,
-                "the pool found its state inconsistent; `Pool::recording` holds its flight recording"
-            ),
-        }
+        report_incident(address, recording, self.dir.as_deref());
+    }
+}
+
+/// Reports a flight-recorder incident of the pool at `address` (the core
+/// found its own state inconsistent: a bug of the pool): logs it at ERROR
+/// (target [`LOG_TARGET`](crate::LOG_TARGET)) and, given a folder, writes
+/// the recording there as `cmap-<address>-<unix ms>.jsonl` for
+/// `spec-runner replay`. What every driver in this workspace calls once
+/// per incident; a driver of its own may call it too.
+pub fn report_incident(address: &Address, recording: &Recording, dir: Option<&Path>) {
+    let why = recording.incident().unwrap_or("unknown");
+    let written = dir.map(|dir| {
+        let stamp = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis();
+        let name = format!(
+            "cmap-{}-{stamp}.jsonl",
+            address.to_string().replace(['/', ':'], "_")
+        );
+        let path = dir.join(name);
+        let file = std::fs::File::create(&path).map(std::io::BufWriter::new);
+        file.and_then(|f| recording.write_to(f)).map(|()| path)
+    });
+    match written {
+        Some(Ok(path)) => tracing::error!(
+            target: crate::logging::LOG_TARGET,
+            %address,
+            incident = why,
+            recording = %path.display(),
+            "the pool found its state inconsistent; its flight recording was written (replay it with `spec-runner replay`)"
+        ),
+        Some(Err(error)) => tracing::error!(
+            target: crate::logging::LOG_TARGET,
+            %address,
+            incident = why,
+            %error,
+            "the pool found its state inconsistent; writing its flight recording failed"
+        ),
+        None => tracing::error!(
+            target: crate::logging::LOG_TARGET,
+            %address,
+            incident = why,
+            "the pool found its state inconsistent; `Pool::recording` holds its flight recording"
+        ),
     }
 }
 

@@ -129,6 +129,8 @@ pub use cmap_core::{
 };
 #[cfg(feature = "recorder")]
 pub use cmap_core::{Recording, RecordingError, Replay, ReplayError, Seconds, Step};
+#[cfg(feature = "recorder")]
+pub use flight::report_incident;
 // For the adapters' builders: what they hold, which the setters' macro
 // writes.
 #[doc(hidden)]

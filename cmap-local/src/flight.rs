@@ -5,7 +5,6 @@
 
 use std::cell::Cell;
 use std::path::PathBuf;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use cmap_core::{Address, Pool};
 
@@ -31,33 +30,6 @@ impl Flight {
             return;
         }
         let Some(recording) = core.recording() else { return };
-        let why = recording.incident().unwrap_or("unknown");
-        let written = self.dir.as_ref().map(|dir| {
-            let stamp = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_millis();
-            let name = format!(
-                "cmap-{}-{stamp}.jsonl",
-                address.to_string().replace(['/', ':'], "_")
-            );
-            let path = dir.join(name);
-            std::fs::File::create(&path)
-                .map(std::io::BufWriter::new)
-                .and_then(|f| recording.write_to(f))
-                .map(|()| path)
-        });
-        match written {
-            Some(Ok(path)) => {
-                tracing::error!(target: cmap_async::LOG_TARGET, %address, incident = why, recording = %path.display(),
-                "the pool found its state inconsistent; its flight recording was written (replay it with `spec-runner replay`)")
-            }
-            Some(Err(error)) => {
-                tracing::error!(target: cmap_async::LOG_TARGET, %address, incident = why, %error,
-                "the pool found its state inconsistent; writing its flight recording failed")
-            }
-            None => tracing::error!(target: cmap_async::LOG_TARGET, %address, incident = why,
-                "the pool found its state inconsistent; `Pool::recording` holds its flight recording"),
-        }
+        cmap_async::report_incident(address, &recording, self.dir.as_deref());
     }
 }
