@@ -451,7 +451,7 @@ pub fn adaptive(runs: &[Run]) -> String {
 
 /// The generated section of `fleet.md`, markers included, then (after
 /// the end marker) the per-scenario tables: the command prints them all,
-/// and [`write`] puts only the section into `fleet.md`.
+/// and [`write()`] puts only the section into `fleet.md`.
 pub fn markdown(runs: &[Run], args: &[String], total_s: f64) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{BEGIN}\n");
