@@ -4,6 +4,7 @@
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::rc::Rc;
+use std::time::Duration;
 
 use cmap_async::{BuildError, Settings};
 use cmap_core::Event;
@@ -77,6 +78,28 @@ impl<M: ManageConnection, R: LocalRuntime> PoolBuilder<M, R> {
         R: Default,
     {
         self.build_on(manager, R::default())
+    }
+
+    /// Builds the pool on `R::default()` and waits until it holds
+    /// minPoolSize open connections (with minPoolSize 0, until one
+    /// checkout succeeds), at most `timeout`: see [`Pool::wait_ready`].
+    ///
+    /// # Errors
+    ///
+    /// As [`build`](Self::build), and [`BuildError::NotReady`] at the
+    /// timeout (the pool is closed then).
+    pub async fn build_and_wait(self, manager: M, timeout: Duration) -> Result<Pool<M, R>, BuildError>
+    where
+        R: Default,
+    {
+        let pool = self.build(manager)?;
+        match pool.wait_ready(timeout).await {
+            Ok(()) => Ok(pool),
+            Err(not_ready) => {
+                pool.close();
+                Err(not_ready.into())
+            }
+        }
     }
 
     /// Builds the pool on `rt` and starts its timer task (inside the

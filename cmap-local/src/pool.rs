@@ -5,8 +5,8 @@ use std::future::Future;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use cmap_async::GetError;
-use cmap_core::{Address, Clear, Event, PoolState, Stats, Status, UsageError};
+use cmap_async::{GetError, NotReadyError};
+use cmap_core::{Address, Clear, Event, PoolState, Stats, Status, TimeoutContext, UsageError};
 
 use crate::builder::PoolBuilder;
 use crate::events::Subscription;
@@ -14,6 +14,7 @@ use crate::guard::PooledConnection;
 use crate::manager::ManageConnection;
 use crate::runtime::LocalRuntime;
 use crate::shared::{Shared, Wait};
+use crate::signal::Signal;
 
 /// A connection pool for one thread. Cloning gives another handle to the
 /// same pool; the last handle dropped closes it.
@@ -56,6 +57,90 @@ impl<M: ManageConnection, R: LocalRuntime> Pool<M, R> {
         deadline: Option<Instant>,
     ) -> impl Future<Output = Result<PooledConnection<M, R>, GetError>> + 'static {
         self.shared.clone().get(Wait::Until(deadline))
+    }
+
+    /// Waits until the pool holds minPoolSize open connections (idle or
+    /// in use), or, with minPoolSize 0, until one checkout succeeds (its
+    /// connection left idle), at most `timeout`: as
+    /// `cmap_async::Pool::wait_ready`, so a service fails at start, with
+    /// the cause, when its database is unreachable.
+    ///
+    /// # Errors
+    ///
+    /// [`NotReadyError`] at the timeout: the counts then and the last
+    /// establishment failure.
+    pub async fn wait_ready(&self, timeout: Duration) -> Result<(), NotReadyError> {
+        let started = self.shared.rt.now();
+        let wanted = self.shared.core.borrow().options().min_pool_size() as usize;
+        if wanted == 0 {
+            return match self.get_timeout(timeout).await {
+                Ok(conn) => {
+                    drop(conn);
+                    Ok(())
+                }
+                Err(_) => Err(self.not_ready(1, started)),
+            };
+        }
+        let deadline = started.checked_add(timeout);
+        // Woken by each connection that becomes ready or goes, while
+        // waiting (the core builds events only while someone listens).
+        let changed = Rc::new(Signal::default());
+        let wake = changed.clone();
+        let subscription = self.on_event(move |event| {
+            if matches!(
+                event,
+                Event::ConnectionReady { .. } | Event::ConnectionClosed { .. }
+            ) {
+                wake.fire();
+            }
+        });
+        let ready = || {
+            let status = self.status();
+            status.available + status.in_use >= wanted
+        };
+        let outcome = loop {
+            if ready() {
+                break Ok(());
+            }
+            let Some(deadline) = deadline else {
+                changed.wait().await;
+                continue;
+            };
+            let timed_out = async {
+                self.shared.rt.sleep_until(deadline).await;
+                true
+            };
+            if futures_lite::future::or(
+                async {
+                    changed.wait().await;
+                    false
+                },
+                timed_out,
+            )
+            .await
+            {
+                break if ready() {
+                    Ok(())
+                } else {
+                    Err(self.not_ready(wanted, started))
+                };
+            }
+        };
+        self.unsubscribe(subscription);
+        outcome
+    }
+
+    fn not_ready(&self, wanted: usize, started: Instant) -> NotReadyError {
+        let core = self.shared.core.borrow();
+        NotReadyError {
+            wanted,
+            context: TimeoutContext {
+                waited: self.shared.rt.now().saturating_duration_since(started),
+                max_pool_size: core.options().max_pool_size(),
+                status: core.status(),
+                last_error: core.last_establish_error(),
+            },
+        }
     }
 
     /// Marks the pool ready (spec: "Marking a Pool Ready").

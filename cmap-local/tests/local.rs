@@ -304,3 +304,57 @@ fn a_callback_that_calls_the_pool_sees_events_in_order() {
         );
     });
 }
+
+/// A manager whose server refuses every connection.
+struct Refused;
+
+impl ManageConnection for Refused {
+    type Connection = Rc<u32>;
+    type Error = std::io::Error;
+    const CHECKS: bool = false;
+    const RESETS: bool = false;
+
+    fn connect(&self) -> impl Future<Output = Result<Rc<u32>, std::io::Error>> {
+        std::future::ready(Err(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)))
+    }
+
+    fn classify(&self, e: &std::io::Error) -> EstablishErrorKind {
+        EstablishErrorKind::of_io(e)
+    }
+}
+
+#[test]
+fn build_and_wait_returns_once_min_pool_size_is_open() {
+    local(|| async {
+        let pool: LocalPool = Pool::builder()
+            .address("localhost:5432")
+            .min_pool_size(3)
+            .build_and_wait(manager(5), Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert!(pool.status().available >= 3, "{:?}", pool.status());
+        // With minPoolSize 0, one checkout proves the server answers.
+        let pool = self::pool(2, 5);
+        pool.wait_ready(Duration::from_secs(5)).await.unwrap();
+        assert_eq!(pool.status().available, 1);
+    });
+}
+
+#[test]
+fn wait_ready_names_the_cause_when_the_server_refuses() {
+    local(|| async {
+        let started = tokio::time::Instant::now();
+        let built = Pool::<Refused, TokioLocal>::builder()
+            .address("localhost:5432")
+            .min_pool_size(2)
+            .build_and_wait(Refused, Duration::from_millis(200))
+            .await;
+        let Err(cmap_local::BuildError::NotReady(not_ready)) = built else {
+            panic!("not ready expected");
+        };
+        assert!(started.elapsed() >= Duration::from_millis(200));
+        assert_eq!(not_ready.wanted, 2);
+        let cause = not_ready.last_error().expect("the refusal").to_string();
+        assert!(cause.contains("refused"), "{cause}");
+    });
+}
