@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use crate::support::Harness;
-use crate::{io_error, opts};
-use cmap_core::ClosedReason;
+use crate::{io_error, opts, quiet};
+use cmap_core::{ClosedReason, ConnectionId};
 
 #[test]
 fn background_run_populates_to_min_pool_size_within_max_connecting() {
@@ -71,4 +71,27 @@ fn establishment_failure_while_populating_clears_the_pool() {
     assert_eq!(h.closed_reasons(), [(1, ClosedReason::Error)]);
     h.advance(5_000);
     assert!(h.establishing.is_empty(), "a paused pool is not populated");
+}
+
+/// Without a maintenance interval the pool runs no background work
+/// (`PoolOptionsBuilder::maintenance_interval`: "`None` never runs on a
+/// timer"), so nothing populates it towards minPoolSize: a connection
+/// established for a checkout does not start others for the minimum.
+///
+/// Catches: in `handle_established`, `self.state == PoolState::Ready &&
+/// self.options.maintenance_interval.is_some()` with `||`.
+#[test]
+fn without_maintenance_an_established_connection_starts_none_for_min_pool_size() {
+    let mut h = Harness::ready(quiet().min_pool_size(3).build().unwrap());
+    assert!(h.establishing.is_empty());
+    h.check_out();
+    assert_eq!(h.establishing, [ConnectionId(1)]);
+    h.establish_all();
+    assert_eq!(h.delivered.len(), 1);
+    assert!(
+        h.establishing.is_empty(),
+        "started {:?} for minPoolSize",
+        h.establishing
+    );
+    assert_eq!(h.pool.status().total, 1);
 }

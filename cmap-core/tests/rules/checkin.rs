@@ -3,6 +3,7 @@
 //! Spec: "Connection Pool Behaviors" › "Checking In a Connection", "Marking a
 //! Connection as Available".
 
+use crate::quiet;
 use crate::support::Harness;
 use cmap_core::{CheckInError, Clear, ClosedReason, HandOver, PoolOptions};
 
@@ -105,4 +106,19 @@ fn a_direct_check_in_refuses_a_connection_of_another_pool() {
     };
     assert_eq!(back.id(), id);
     assert!(h.pool.poll_output().is_none());
+}
+
+/// A connection refused at check-in because another pool made it comes
+/// back in the error, whose `Debug` names it (without requiring the
+/// connection type to be `Debug`).
+///
+/// Catches: the `Debug` of `CheckInError` writing nothing.
+#[test]
+fn a_check_in_error_debugs_the_connection_it_hands_back() {
+    let mut a = Harness::ready(quiet().build().unwrap());
+    let mut b = Harness::ready(quiet().build().unwrap());
+    let c = a.take();
+    let err = b.pool.handle_check_in(b.now, c).unwrap_err();
+    assert_eq!(format!("{err:?}"), "WrongPool(ConnectionId(1))");
+    a.check_in(err.into_connection());
 }

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use crate::support::Harness;
-use crate::{failed_reasons, io_error, one_connection_checked_in, opts};
+use crate::{failed_reasons, io_error, one_connection_checked_in, opts, quiet};
 use cmap_core::{
     CheckOut, CheckOutError, CheckOutFailedReason, Clear, ClosedReason, EstablishFailure, PoolOptions,
     PoolState,
@@ -205,4 +205,36 @@ fn a_direct_check_out_that_must_wait_gets_its_outcome_as_an_action() {
     h.drain();
     assert_eq!(h.failed.len(), 1);
     assert_eq!(h.failed[0].0, third);
+}
+
+/// `waitQueueTimeoutMS` of zero "does not wait (a checkout gets an
+/// available connection or fails at once)" (`PoolOptionsBuilder::
+/// wait_queue_timeout`): a deadline equal to the pool's clock still takes
+/// an available connection; only one already behind it gets nothing.
+///
+/// Catches: in `check_out`, `deadline.is_some_and(|d| d < self.now)` with
+/// `<=`.
+#[test]
+fn a_zero_wait_queue_timeout_still_takes_an_available_connection() {
+    let mut h = Harness::ready(quiet().wait_queue_timeout(Duration::ZERO).build().unwrap());
+    let w = h.check_out();
+    assert_eq!(h.failed.len(), 1, "nothing available: fails at once");
+    assert!(h.establishing.is_empty(), "and starts no connection");
+    assert_eq!(h.failed[0].0, w);
+    // Make one connection available through a checkout that may wait.
+    let w = h.pool.handle_check_out_until(h.now, None);
+    h.drain();
+    h.establish_all();
+    let (served, c) = h.delivered.pop().unwrap();
+    assert_eq!(served, w);
+    h.check_in(c);
+    assert_eq!(h.pool.status().available, 1);
+    let w = h.check_out();
+    assert_eq!(
+        h.failed.len(),
+        1,
+        "a checkout with zero timeout failed though a connection was available"
+    );
+    assert_eq!(h.delivered.len(), 1);
+    assert_eq!(h.delivered[0].0, w);
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::support::Harness;
 use crate::{failed_reasons, one_connection_waiting_at_most, opts};
 use cmap_core::{
-    CheckOutFailedReason, Clear, ClosedReason, Event, PoolOptions, PoolState, ServiceId, UsageError,
+    Address, CheckOutFailedReason, Clear, ClosedReason, Event, PoolOptions, PoolState, ServiceId, UsageError,
 };
 
 #[test]
@@ -144,4 +144,23 @@ fn clear_then_ready_replaces_stale_min_pool_connections() {
     h.advance(0);
     assert_eq!(h.names(), ["ConnectionCreated"]);
     assert_eq!(h.closed_reasons(), []);
+}
+
+/// An operation on a connection an interrupting clear took fails with a
+/// retryable error (spec: "MUST fail with a retryable error"), of the
+/// spec's type `PoolClearedError`, with the spec's message.
+///
+/// Catches: `InterruptedError::is_retryable` returning `false`, and
+/// `InterruptedError::spec_name` returning `""` or `"xyzzy"`.
+#[test]
+fn an_interrupted_error_is_a_retryable_pool_cleared_error() {
+    let e = cmap_core::InterruptedError {
+        address: Address::new("db", 27017),
+    };
+    assert!(e.is_retryable());
+    assert_eq!(e.spec_name(), "PoolClearedError");
+    assert_eq!(
+        e.to_string(),
+        "Connection to db:27017 interrupted due to server monitor timeout"
+    );
 }

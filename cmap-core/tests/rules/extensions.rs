@@ -5,11 +5,11 @@
 
 use std::time::Duration;
 
-use crate::support::{fail_establish, fail_establish_with, Conn, Harness};
-use crate::{io_error, one_connection_waiting_at_most, opts};
+use crate::support::{self, fail_establish, fail_establish_with, Conn, Harness};
+use crate::{io_error, one_connection_waiting_at_most, opts, quiet};
 use cmap_core::{
-    AdaptiveConnecting, Clear, ClosedReason, EstablishErrorKind, EstablishFailure, Event, PoolOptions,
-    PoolState, Reconnect, UsageError,
+    AdaptiveConnecting, Clear, ClosedReason, ConnectionId, EstablishErrorKind, EstablishFailure, Event,
+    PoolOptions, PoolState, Reconnect, UsageError,
 };
 
 #[test]
@@ -341,4 +341,315 @@ fn adaptive_pace_falls_to_its_minimum_on_a_clear() {
     // after 2, 3 -> 4 after 3 more).
     establish_after(&mut h, 100);
     assert_eq!(h.pool.stats().connecting_limit, 4);
+}
+
+/// `Stats::connections_failed` counts each failed establishment.
+///
+/// Catches: in `handle_establish_failed`, `connections_failed += 1` with
+/// `*=`.
+#[test]
+fn connections_failed_counts_each_failed_establishment() {
+    let mut h = Harness::ready(quiet().build().unwrap());
+    h.check_out();
+    let id = h.establishing.pop().unwrap();
+    fail_establish(&mut h.pool, h.now, id).unwrap();
+    h.drain();
+    assert_eq!(h.pool.stats().connections_failed, 1);
+    assert_eq!(h.pool.stats().connections_opened, 0);
+}
+
+/// `Stats::requests_failed` counts every checkout that failed, whatever
+/// the cause: a paused pool, a timeout, a closed pool.
+///
+/// Catches: in `fail`, `requests_failed += 1` with `*=`.
+#[test]
+fn requests_failed_counts_every_failed_checkout() {
+    let mut h = Harness::new(quiet().wait_queue_timeout(Duration::ZERO).build().unwrap());
+    h.check_out();
+    h.pool.handle_ready(h.now).unwrap();
+    h.drain();
+    h.check_out();
+    h.pool.handle_close(h.now);
+    h.drain();
+    h.check_out();
+    assert_eq!(h.failed.len(), 3);
+    let stats = h.pool.stats();
+    assert_eq!(
+        (stats.requests, stats.requests_failed, stats.requests_timed_out),
+        (3, 3, 1)
+    );
+}
+
+/// `Stats::connections_closed` counts every connection closed, for any
+/// reason: here one returned errored and one available when the pool
+/// closes.
+///
+/// Catches: in `closed_event`, `connections_closed += 1` with `*=`.
+#[test]
+fn connections_closed_counts_every_close() {
+    let mut h = Harness::ready(quiet().build().unwrap());
+    let mut bad = h.take();
+    let good = h.take();
+    bad.mark_errored();
+    h.check_in(bad);
+    assert_eq!(h.pool.stats().connections_closed, 1);
+    h.check_in(good);
+    h.pool.handle_close(h.now);
+    h.drain();
+    assert_eq!(h.closed.len(), 2);
+    assert_eq!(h.pool.stats().connections_closed, 2);
+}
+
+/// `Stats::connections_lost` counts the in-use connections an
+/// interrupting clear takes (spec: `interruptInUseConnections`), and not
+/// those a plain clear leaves to finish their work.
+///
+/// Catches: in `interrupt`, `connections_lost += 1` with `*=`.
+#[test]
+fn connections_lost_counts_in_use_connections_interrupted() {
+    let mut h = Harness::ready(quiet().build().unwrap());
+    let kept = h.take();
+    h.pool.handle_clear(h.now, Default::default()).unwrap();
+    h.drain();
+    assert_eq!(h.pool.stats().connections_lost, 0);
+    h.pool.handle_ready(h.now).unwrap();
+    h.drain();
+    let lost = h.take();
+    let clear = cmap_core::Clear {
+        interrupt_in_use: true,
+        ..Default::default()
+    };
+    h.pool.handle_clear(h.now, clear).unwrap();
+    h.drain();
+    assert_eq!(h.interrupted, [kept.id(), lost.id()]);
+    assert_eq!(h.pool.stats().connections_lost, 2);
+    h.check_in(kept);
+    h.check_in(lost);
+}
+
+/// Lifetime jitter spreads the ends of connections made together
+/// (`PoolOptionsBuilder::max_lifetime`: "shortened by a random fraction of
+/// up to `jitter` so that connections made together do not all expire
+/// together"): eight connections created at one instant with a jitter of
+/// 1.0 retire at several different instants, all before the full
+/// lifetime. The seed makes the draw, and so this test, deterministic.
+///
+/// Catches: `SplitMix64::next_u64` returning `0` or `1` (every draw 0.0:
+/// no jitter at all).
+#[test]
+fn lifetime_jitter_spreads_the_ends_of_connections_made_together() {
+    let options = PoolOptions::builder()
+        .max_lifetime(Duration::from_secs(100), 1.0)
+        .seed(7)
+        .maintenance_interval(Some(Duration::from_secs(1)))
+        .max_connecting(8)
+        .build()
+        .unwrap();
+    let mut h = Harness::ready(options);
+    let taken: Vec<_> = (0..8).map(|_| h.take()).collect();
+    for c in taken {
+        h.check_in(c);
+    }
+    let mut ends = Vec::new();
+    for second in 1..=100 {
+        h.advance(1000);
+        for (id, reason) in h.closed_reasons() {
+            assert_eq!(reason, ClosedReason::Lifetime);
+            if !ends.iter().any(|&(i, _)| i == id) {
+                ends.push((id, second));
+            }
+        }
+    }
+    assert_eq!(ends.len(), 8, "{ends:?}");
+    let mut instants: Vec<_> = ends.iter().map(|&(_, s)| s).collect();
+    instants.dedup();
+    assert!(
+        instants.len() >= 4,
+        "connections made together retire together: {ends:?}"
+    );
+    assert!(instants.iter().all(|&s| s < 100), "{ends:?}");
+}
+
+/// The reconnect backoff has two ends: waiting checkouts may ask for a
+/// connection after the short one (`max_delay_while_waiting`), minPoolSize
+/// only after the full one. Once the short end has passed, the full one
+/// still holds and still matters: `poll_timeout` names it (not only the
+/// next background run), and at that instant the pool starts the
+/// connection for minPoolSize.
+///
+/// Catches: `Backoff::is_active` with `&&` for its `||` (a backoff with
+/// only its full end left counted as over: no wake-up at its end, and no
+/// population until the next background run).
+#[test]
+fn the_full_backoff_end_still_wakes_the_pool_after_the_short_one() {
+    let policy = cmap_core::Reconnect {
+        initial_delay: Duration::from_millis(100),
+        max_delay: Duration::from_millis(100),
+        give_up_after: None,
+        max_delay_while_waiting: Duration::from_millis(10),
+    };
+    let options = PoolOptions::builder()
+        .min_pool_size(1)
+        .maintenance_interval(Some(Duration::from_secs(10)))
+        .reconnect(Some(policy))
+        .seed(7)
+        .build()
+        .unwrap();
+    let mut h = Harness::ready(options);
+    h.advance(0);
+    assert_eq!(h.establishing, [ConnectionId(1)]);
+    let id = h.establishing.pop().unwrap();
+    support::fail_establish_with(&mut h.pool, h.now, id, cmap_core::EstablishErrorKind::Network).unwrap();
+    h.drain();
+    assert!(h.establishing.is_empty());
+    // Past the short end (at most 10 ms), before the full one (50 to 100 ms).
+    h.advance(20);
+    let end = h.pool.poll_timeout().expect("a wake-up");
+    assert!(
+        end > h.now && end <= h.t0 + Duration::from_millis(100),
+        "wakes at {:?}, not at the backoff's end",
+        end - h.t0
+    );
+    h.now = end;
+    h.pool.handle_timeout(h.now);
+    h.drain();
+    assert_eq!(
+        h.establishing,
+        [ConnectionId(2)],
+        "minPoolSize populated at the backoff's end"
+    );
+}
+
+/// When the pool gives up reconnecting, it still reports the failure it
+/// gave up on: `last_establish_error` is "the last establishment failure,
+/// while the pool has had no success since", and giving up is no success
+/// (a checkout that times out later names it in its message).
+///
+/// Catches: in `on_establish_failure`, the reset of the backoff on giving
+/// up without `last_error` (the error forgotten).
+#[test]
+fn giving_up_reconnecting_keeps_the_last_error() {
+    let policy = cmap_core::Reconnect {
+        give_up_after: Some(Duration::ZERO),
+        ..cmap_core::Reconnect::default()
+    };
+    let mut h = Harness::ready(quiet().reconnect(Some(policy)).build().unwrap());
+    h.check_out();
+    let id = h.establishing.pop().unwrap();
+    fail_establish(&mut h.pool, h.now, id).unwrap();
+    h.drain();
+    assert!(h.names().contains(&"ReconnectGaveUp"), "{:?}", h.names());
+    let last = h.pool.last_establish_error().expect("the failure given up on");
+    assert_eq!(last.to_string(), format!("establishing connection {id} failed"));
+}
+
+/// A paused pool populates nothing, so the end of a reconnect backoff for
+/// minPoolSize does not matter to it: `poll_timeout` names the instant it
+/// marks itself ready again (`EstablishFailure::ClearPool` with a
+/// `Reconnect`), and at that instant the pool is ready, not woken for
+/// nothing before it.
+///
+/// Catches: in `poll_timeout`, `self.backoff.is_active() && self.state ==
+/// PoolState::Ready` with `||` (a paused pool woken at the end of the
+/// backoff a labelled failure left, before its auto-ready).
+#[test]
+fn a_paused_pool_wakes_for_its_auto_ready_not_for_the_population_backoff() {
+    let mut h = Harness::ready(
+        quiet()
+            .min_pool_size(1)
+            .reconnect(Some(cmap_core::Reconnect::default()))
+            .seed(7)
+            .build()
+            .unwrap(),
+    );
+    // A labelled failure: the pool stays ready, with a backoff for
+    // minPoolSize of 50 to 100 ms and one of 5 to 10 ms for waiters.
+    h.check_out();
+    let first = h.establishing.pop().unwrap();
+    support::fail_establish_with(&mut h.pool, h.now, first, cmap_core::EstablishErrorKind::Network).unwrap();
+    h.drain();
+    assert_eq!(h.pool.state(), cmap_core::PoolState::Ready);
+    // After the waiters' end, an unlabelled failure pauses the pool, which
+    // marks itself ready 100 to 200 ms later.
+    h.advance(20);
+    h.check_out();
+    let second = h.establishing.pop().expect("a connection for the waiter");
+    fail_establish(&mut h.pool, h.now, second).unwrap();
+    h.drain();
+    assert_eq!(h.pool.state(), cmap_core::PoolState::Paused);
+    let wake = h.pool.poll_timeout().expect("the auto-ready");
+    h.now = wake;
+    h.pool.handle_timeout(h.now);
+    h.drain();
+    assert_eq!(
+        h.pool.state(),
+        cmap_core::PoolState::Ready,
+        "woken at {:?}, before its auto-ready",
+        wake - h.t0
+    );
+}
+
+/// A pool at its minPoolSize needs no wake-up at the end of a reconnect
+/// backoff: nothing waits and nothing is to be populated, so
+/// `poll_timeout` is `None` ("nothing is scheduled").
+///
+/// Catches: in `poll_timeout`, `total < min_pool_size` with `<=`.
+#[test]
+fn a_pool_at_its_minimum_needs_no_wake_up_for_a_backoff() {
+    let mut h = Harness::ready(
+        quiet()
+            .min_pool_size(1)
+            .reconnect(Some(cmap_core::Reconnect::default()))
+            .build()
+            .unwrap(),
+    );
+    let held = h.take();
+    h.check_out();
+    let id = h.establishing.pop().unwrap();
+    support::fail_establish_with(&mut h.pool, h.now, id, cmap_core::EstablishErrorKind::Network).unwrap();
+    h.drain();
+    assert_eq!((h.pool.status().total, h.pool.status().waiting), (1, 0));
+    assert_eq!(h.pool.poll_timeout(), None);
+    h.check_in(held);
+}
+
+/// `time_until_timeout` is the time from `now` to `poll_timeout`, zero
+/// once that has passed: a driver sleeps that long.
+///
+/// Catches: `time_until_timeout` returning `None`.
+#[test]
+fn time_until_timeout_counts_down_to_poll_timeout() {
+    let mut h = Harness::ready(quiet().max_pool_size(1).build().unwrap());
+    let held = h.take();
+    assert_eq!(h.pool.time_until_timeout(h.now), None);
+    h.pool
+        .handle_check_out_until(h.now, Some(h.now + Duration::from_millis(100)));
+    h.drain();
+    assert_eq!(h.pool.time_until_timeout(h.now), Some(Duration::from_millis(100)));
+    let later = h.now + Duration::from_millis(30);
+    assert_eq!(h.pool.time_until_timeout(later), Some(Duration::from_millis(70)));
+    let past = h.now + Duration::from_millis(300);
+    assert_eq!(h.pool.time_until_timeout(past), Some(Duration::ZERO));
+    h.check_in(held);
+}
+
+/// A reconnect backoff with equal first and largest delays is valid: the
+/// rule is `0 < initial_delay <= max_delay` (a constant delay), and only a
+/// largest delay below the first is refused.
+///
+/// Catches: in `PoolOptionsBuilder::build`, `max_delay < initial_delay`
+/// with `<=`.
+#[test]
+fn a_reconnect_with_equal_delays_is_valid() {
+    let constant = cmap_core::Reconnect {
+        initial_delay: Duration::from_millis(50),
+        max_delay: Duration::from_millis(50),
+        ..cmap_core::Reconnect::default()
+    };
+    assert!(PoolOptions::builder().reconnect(Some(constant)).build().is_ok());
+    let shrinking = cmap_core::Reconnect {
+        max_delay: Duration::from_millis(49),
+        ..constant
+    };
+    assert!(PoolOptions::builder().reconnect(Some(shrinking)).build().is_err());
 }

@@ -1,14 +1,18 @@
 //! One test per rule of the CMAP spec (and of this crate's extensions), one
 //! module per section of docs/spec-compliance.md, which maps every MUST and
-//! SHOULD to these names. Each test names the spec section it proves.
+//! SHOULD to these names. Each test names the spec section it proves. A
+//! rule found by mutation testing (`cargo mutants`, docs/testing.md §7) or
+//! by an audit of planted bugs is filed with its section like any other;
+//! its doc names the mutant or bug it catches.
 //!
 //! One test binary (`--test rules`) with a module per section, not a binary
 //! per section: the harness and the crate are linked once, and
 //! `cargo test -p cmap-core --test rules` still runs every rule.
 //!
 //! The modules, in the order of docs/spec-compliance.md: `options`
-//! (Options), `connections` (Connections), `wait_queue` (WaitQueue), `pool`
-//! (Pool), `checkout` (Checking out), `checkin` (Checking in), `clearing`
+//! (Options), `connection_string` (Options: reading a connection string),
+//! `connections` (Connections), `wait_queue` (WaitQueue), `pool` (Pool),
+//! `checkout` (Checking out), `checkin` (Checking in), `clearing`
 //! (Clearing), `load_balanced` (Load-balanced mode), `background`
 //! (Background thread), `monitoring` (Monitoring and errors), and
 //! `extensions` (this crate's, beyond the spec). A test that proves rules
@@ -21,6 +25,7 @@ mod background;
 mod checkin;
 mod checkout;
 mod clearing;
+mod connection_string;
 mod connections;
 mod extensions;
 mod load_balanced;
@@ -36,6 +41,11 @@ use support::Harness;
 
 fn opts() -> cmap_core::PoolOptionsBuilder {
     PoolOptions::builder()
+}
+
+/// A pool without background runs: only the inputs of the test move it.
+fn quiet() -> cmap_core::PoolOptionsBuilder {
+    PoolOptions::builder().maintenance_interval(None)
 }
 
 /// A ready pool of one connection whose checkouts wait at most `wait`.

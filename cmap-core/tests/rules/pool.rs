@@ -176,3 +176,41 @@ fn reset_after_fork_clears_and_closes_every_connection() {
     h.check_in(lent);
     assert_eq!(h.pool.status().total, 0);
 }
+
+/// An I/O error that a refused, reset, aborted, timed-out or cut
+/// connection gives is a network error (possibly overload: labelled, and
+/// it never clears the pool); any other (a name that does not resolve, a
+/// certificate refused as invalid data) is not (spec: "Backpressure-
+/// enabled"). The doctest of `of_io` shows two kinds; the mutation runs
+/// leave doctests out, so this test covers every kind.
+///
+/// Catches: `EstablishErrorKind::of_io` without its network arm.
+#[test]
+fn io_errors_of_a_cut_connection_are_network_errors_and_others_not() {
+    use cmap_core::EstablishErrorKind;
+    use std::io::{Error, ErrorKind as Io};
+    for kind in [
+        Io::ConnectionRefused,
+        Io::ConnectionReset,
+        Io::ConnectionAborted,
+        Io::NotConnected,
+        Io::TimedOut,
+        Io::UnexpectedEof,
+        Io::BrokenPipe,
+        Io::WouldBlock,
+        Io::Interrupted,
+    ] {
+        assert_eq!(
+            EstablishErrorKind::of_io(&Error::from(kind)),
+            EstablishErrorKind::Network,
+            "{kind:?}"
+        );
+    }
+    for kind in [Io::NotFound, Io::PermissionDenied, Io::InvalidData, Io::Other] {
+        assert_eq!(
+            EstablishErrorKind::of_io(&Error::from(kind)),
+            EstablishErrorKind::Other,
+            "{kind:?}"
+        );
+    }
+}

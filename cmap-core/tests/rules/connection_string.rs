@@ -1,6 +1,10 @@
-//! Connection strings (`cmap-core/src/connection_string.rs`): what an
-//! error, a warning or `Debug` quotes around the last `@`, the hosts and
-//! ports accepted, and the option an unknown one's typo suggests.
+//! Connection strings: rules of docs/spec-compliance.md's "Options"
+//! section (options settable from a connection string), read by
+//! `cmap-core/src/connection_string.rs`: what an error, a warning or
+//! `Debug` quotes around the last `@`, the hosts and ports accepted, and
+//! the option an unknown one's typo suggests.
+//!
+//! Spec: "Connection Pool Options" (Detailed Design).
 
 use cmap_core::PoolOptions;
 
