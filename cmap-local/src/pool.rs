@@ -81,26 +81,40 @@ impl<M: ManageConnection, R: LocalRuntime> Pool<M, R> {
                 Err(_) => Err(self.not_ready(1, started)),
             };
         }
-        let deadline = started.checked_add(timeout);
-        // Woken by each connection that becomes ready or goes, while
-        // waiting (the core builds events only while someone listens).
+        let ready = |s: &Status| s.available + s.in_use >= wanted;
+        let opened_or_closed =
+            |e: &Event| matches!(e, Event::ConnectionReady { .. } | Event::ConnectionClosed { .. });
+        if self
+            .wait_until(started.checked_add(timeout), opened_or_closed, ready)
+            .await
+        {
+            Ok(())
+        } else {
+            Err(self.not_ready(wanted, started))
+        }
+    }
+
+    /// Waits until the pool's counts satisfy `done`, looking again at
+    /// each event `wakes` picks (the core builds events only while someone
+    /// listens: a subscription is held meanwhile), until `deadline`
+    /// (`None`: no limit); returns whether they did (looked at once more
+    /// at the deadline).
+    async fn wait_until(
+        &self,
+        deadline: Option<Instant>,
+        wakes: impl Fn(&Event) -> bool + 'static,
+        done: impl Fn(&Status) -> bool,
+    ) -> bool {
         let changed = Rc::new(Signal::default());
         let wake = changed.clone();
         let subscription = self.on_event(move |event| {
-            if matches!(
-                event,
-                Event::ConnectionReady { .. } | Event::ConnectionClosed { .. }
-            ) {
+            if wakes(event) {
                 wake.fire();
             }
         });
-        let ready = || {
-            let status = self.status();
-            status.available + status.in_use >= wanted
-        };
         let outcome = loop {
-            if ready() {
-                break Ok(());
+            if done(&self.status()) {
+                break true;
             }
             let Some(deadline) = deadline else {
                 changed.wait().await;
@@ -119,11 +133,7 @@ impl<M: ManageConnection, R: LocalRuntime> Pool<M, R> {
             )
             .await
             {
-                break if ready() {
-                    Ok(())
-                } else {
-                    Err(self.not_ready(wanted, started))
-                };
+                break done(&self.status());
             }
         };
         self.unsubscribe(subscription);
@@ -141,6 +151,41 @@ impl<M: ManageConnection, R: LocalRuntime> Pool<M, R> {
                 last_error: core.last_establish_error(),
             },
         }
+    }
+
+    /// Changes minPoolSize and maxPoolSize of the running pool, as
+    /// `cmap_async::Pool::resize`: a larger size serves waiting checkouts
+    /// at once, a smaller one closes idle connections over it now and the
+    /// rest as they come back.
+    ///
+    /// # Errors
+    ///
+    /// [`UsageError::InvalidSize`] when `min` exceeds a non-zero `max`,
+    /// [`UsageError::ResizeClosed`] once the pool is closed; the sizes stay
+    /// as they were.
+    pub fn resize(&self, min: u32, max: u32) -> Result<(), UsageError> {
+        self.shared.input(|core, now| core.handle_resize(now, min, max))
+    }
+
+    /// Closes the pool, waits until no connection is in use or `timeout`
+    /// has passed, and closes the rest by force (reason `poolClosed`), as
+    /// `cmap_async::Pool::close_gracefully`. Returns how many were forced:
+    /// 0 when all came back.
+    pub async fn close_gracefully(&self, timeout: Duration) -> usize {
+        self.close();
+        let deadline = self.shared.rt.now().checked_add(timeout);
+        let returned = |e: &Event| {
+            matches!(
+                e,
+                Event::ConnectionCheckedIn { .. } | Event::ConnectionClosed { .. }
+            )
+        };
+        if self.wait_until(deadline, returned, |s| s.in_use == 0).await {
+            return 0;
+        }
+        // The pool is closed: forcing cannot be refused.
+        self.shared
+            .input(|core, now| core.handle_force_close(now).unwrap_or(0))
     }
 
     /// Marks the pool ready (spec: "Marking a Pool Ready").

@@ -358,3 +358,51 @@ fn wait_ready_names_the_cause_when_the_server_refuses() {
         assert!(cause.contains("refused"), "{cause}");
     });
 }
+
+#[test]
+fn resize_serves_a_waiter_at_once_and_shrinks_the_idle() {
+    local(|| async {
+        let pool = pool(1, 0);
+        let first = pool.get().await.unwrap();
+        let waiting = tokio::task::spawn_local(pool.get_timeout(Duration::from_secs(5)));
+        tokio::task::yield_now().await;
+        assert_eq!(pool.status().waiting, 1);
+        pool.resize(0, 2).unwrap();
+        let second = waiting.await.unwrap().expect("served by the larger size");
+        assert_eq!(pool.status().in_use, 2);
+        drop((first, second));
+        pool.resize(0, 1).unwrap();
+        assert_eq!(
+            pool.status().total,
+            1,
+            "the idle connection over the size is closed"
+        );
+        assert!(matches!(
+            pool.resize(3, 2),
+            Err(cmap_local::UsageError::InvalidSize(_))
+        ));
+    });
+}
+
+#[test]
+fn close_gracefully_waits_for_the_connections_in_use_then_forces_the_rest() {
+    local(|| async {
+        let pool = pool(2, 0);
+        let held = pool.get().await.unwrap();
+        let giver = async {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            drop(held);
+        };
+        let (forced, ()) = tokio::join!(pool.close_gracefully(Duration::from_secs(5)), giver);
+        assert_eq!(forced, 0, "it came back in time");
+        assert_eq!(pool.status().total, 0);
+
+        let pool = self::pool(2, 0);
+        let kept = pool.get().await.unwrap();
+        let started = tokio::time::Instant::now();
+        assert_eq!(pool.close_gracefully(Duration::from_millis(50)).await, 1);
+        assert!(started.elapsed() >= Duration::from_millis(50));
+        assert_eq!(pool.status().in_use, 0, "forced closed");
+        drop(kept);
+    });
+}
