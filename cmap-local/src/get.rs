@@ -5,9 +5,9 @@
 use std::future::poll_fn;
 use std::rc::Rc;
 use std::task::Poll;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use cmap_async::GetError;
+use cmap_async::{GetError, IdleCheck};
 use cmap_core::{Pooled, WaiterId};
 
 use crate::guard::PooledConnection;
@@ -60,6 +60,55 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
         (outcome, deadline)
     }
 
+    /// Checks every connection idle now with the manager's check, all
+    /// within `timeout`: each is taken out of the pool (so that the next
+    /// one taken is another), the good ones go back together at the end,
+    /// and the bad ones, or one whose check outlives the timeout, are
+    /// closed (as `cmap_async::Pool::check_idle`).
+    pub(crate) async fn check_idle(self: Rc<Self>, timeout: Duration) -> IdleCheck {
+        let deadline = self.rt.now().checked_add(timeout);
+        let idle = self.core.borrow().status().available;
+        let mut report = IdleCheck::default();
+        let mut good = Vec::with_capacity(idle);
+        for _ in 0..idle {
+            // Only an available connection: a zero wait establishes none.
+            let at = self.rt.now();
+            let Ok(conn) = self.check_out_once(at, Wait::For(Duration::ZERO)).await.0 else {
+                break;
+            };
+            report.checked += 1;
+            let mut guard = PooledConnection::new(self.clone(), conn);
+            if matches!(self.checked(&mut guard, deadline).await, Some(Ok(()))) {
+                good.push(guard);
+            } else {
+                guard.mark_broken();
+                report.closed += 1;
+            }
+        }
+        drop(good);
+        report
+    }
+
+    /// The manager's check of `guard`'s connection, bounded by `deadline`:
+    /// `None` when the deadline came first.
+    async fn checked(
+        &self,
+        guard: &mut PooledConnection<M, R>,
+        deadline: Option<Instant>,
+    ) -> Option<Result<(), M::Error>> {
+        let check = self.manager.check(guard, deadline);
+        match deadline {
+            Some(deadline) => {
+                let timed_out = async {
+                    self.rt.sleep_until(deadline).await;
+                    None
+                };
+                futures_lite::future::or(async { Some(check.await) }, timed_out).await
+            }
+            None => Some(check.await),
+        }
+    }
+
     /// `get()`: checkouts until one passes the manager's check, all within
     /// one deadline.
     pub(crate) async fn get(self: Rc<Self>, wait: Wait) -> Result<PooledConnection<M, R>, GetError> {
@@ -72,18 +121,7 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
             if !M::CHECKS {
                 return Ok(guard);
             }
-            let check = self.manager.check(&mut guard, deadline);
-            let checked = match deadline {
-                Some(deadline) => {
-                    let timed_out = async {
-                        self.rt.sleep_until(deadline).await;
-                        None
-                    };
-                    futures_lite::future::or(async { Some(check.await) }, timed_out).await
-                }
-                None => Some(check.await),
-            };
-            match checked {
+            match self.checked(&mut guard, deadline).await {
                 Some(Ok(())) => return Ok(guard),
                 Some(Err(error)) => {
                     guard.mark_broken();

@@ -87,7 +87,7 @@ pub use runtime::LocalRuntime;
 #[cfg(feature = "tokio")]
 pub use runtime::TokioLocal;
 
-pub use cmap_async::{BuildError, GetError, NotReadyError, ToAddress, LOG_TARGET};
+pub use cmap_async::{BuildError, GetError, IdleCheck, NotReadyError, ToAddress, LOG_TARGET};
 pub use cmap_core;
 #[cfg(feature = "recorder")]
 pub use cmap_core::Recording;

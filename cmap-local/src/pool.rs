@@ -5,7 +5,7 @@ use std::future::Future;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use cmap_async::{GetError, NotReadyError};
+use cmap_async::{GetError, IdleCheck, NotReadyError};
 use cmap_core::{Address, Clear, Event, PoolState, Stats, Status, TimeoutContext, UsageError};
 
 use crate::builder::PoolBuilder;
@@ -151,6 +151,14 @@ impl<M: ManageConnection, R: LocalRuntime> Pool<M, R> {
                 last_error: core.last_establish_error(),
             },
         }
+    }
+
+    /// Checks every connection idle now with the manager's check, all
+    /// within `timeout` (psycopg_pool's `check()`), as
+    /// `cmap_async::Pool::check_idle`: the good ones go back, the bad ones
+    /// (or one whose check outlives the timeout) are closed.
+    pub async fn check_idle(&self, timeout: Duration) -> IdleCheck {
+        self.shared.clone().check_idle(timeout).await
     }
 
     /// Changes minPoolSize and maxPoolSize of the running pool, as

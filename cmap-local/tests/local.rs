@@ -406,3 +406,57 @@ fn close_gracefully_waits_for_the_connections_in_use_then_forces_the_rest() {
         drop(kept);
     });
 }
+
+/// Connections numbered from 1; once `failing` is set, the check fails
+/// the odd ones.
+struct OddsFail(Local, Rc<std::cell::Cell<bool>>);
+
+impl ManageConnection for OddsFail {
+    type Connection = Rc<u32>;
+    type Error = std::io::Error;
+    const RESETS: bool = false;
+
+    fn connect(&self) -> impl Future<Output = Result<Rc<u32>, std::io::Error>> {
+        self.0.connect()
+    }
+
+    fn classify(&self, e: &std::io::Error) -> EstablishErrorKind {
+        EstablishErrorKind::of_io(e)
+    }
+
+    fn check(
+        &self,
+        conn: &mut Rc<u32>,
+        _deadline: Option<std::time::Instant>,
+    ) -> impl Future<Output = Result<(), std::io::Error>> {
+        let fails = self.1.get() && **conn % 2 == 1;
+        std::future::ready(if fails {
+            Err(std::io::Error::other("odd"))
+        } else {
+            Ok(())
+        })
+    }
+}
+
+#[test]
+fn check_idle_closes_the_idle_connections_that_fail_and_keeps_the_rest() {
+    local(|| async {
+        let failing = Rc::new(std::cell::Cell::new(false));
+        let pool: Pool<OddsFail, TokioLocal> = Pool::builder()
+            .address("localhost:5432")
+            .max_pool_size(4)
+            .build(OddsFail(manager(0), failing.clone()))
+            .unwrap();
+        let mut held = Vec::new();
+        for _ in 0..4 {
+            held.push(pool.get().await.unwrap());
+        }
+        drop(held);
+        assert_eq!(pool.status().available, 4);
+        failing.set(true);
+        let report = pool.check_idle(Duration::from_secs(1)).await;
+        assert_eq!((report.checked, report.closed), (4, 2));
+        assert_eq!(pool.status().available, 2);
+        assert_eq!(pool.status().total, 2);
+    });
+}
