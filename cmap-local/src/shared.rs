@@ -106,12 +106,15 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
         value
     }
 
-    /// A checkout at `now`: served at once, or queued with a slot of its
-    /// own. Its deadline is `wait`'s, or the wait-queue timeout's from
-    /// `now` (one clock reading for both).
+    /// A checkout at `now` (raised to the core's clock if older): served
+    /// at once, or queued with a slot of its own. Its deadline is `wait`'s,
+    /// or the wait-queue timeout's from `now` (one clock reading for both).
     pub(crate) fn check_out(&self, now: Instant, wait: Wait) -> (CheckedOut<M::Connection>, Option<Instant>) {
         let (result, deadline, actions) = {
             let mut core = self.core.borrow_mut();
+            // Inputs reach the core in time order, and a deadline is never
+            // computed from an instant older than its clock.
+            let now = now.max(core.now());
             let deadline = match wait {
                 Wait::QueueTimeout => core
                     .options()
