@@ -306,13 +306,13 @@ impl Books {
     /// # Panics
     ///
     /// An input valid by the books, refused.
-    pub fn answered(&mut self, answer: &mut Option<Result<Handled<u64>, HandleError<u64>>>) {
+    pub fn answered(&mut self, answer: Result<Handled<u64>, HandleError<u64>>) {
         let kind = self.asking.take();
-        match answer.take() {
-            Some(Ok(Handled::CheckOut(CheckOut::Ready(conn)))) => self.in_use.push(conn),
-            Some(Ok(Handled::CheckOut(CheckOut::Later(id)))) => self.waiting.push(id),
-            Some(Ok(_)) | None => {}
-            Some(Err(e)) => match kind {
+        match answer {
+            Ok(Handled::CheckOut(CheckOut::Ready(conn))) => self.in_use.push(conn),
+            Ok(Handled::CheckOut(CheckOut::Later(id))) => self.waiting.push(id),
+            Ok(_) => {}
+            Err(e) => match kind {
                 Some(InputKind::Ready | InputKind::Resize | InputKind::ForceClose) => {}
                 _ => panic!("{kind:?}, valid by the books, refused: {e:?}"),
             },
@@ -478,7 +478,7 @@ impl VirtualDriver<u64> for Harness {
 
     fn answered(&mut self, answer: Result<Handled<u64>, HandleError<u64>>) -> Result<(), Infallible> {
         self.transcript.push(format!("{answer:?}"));
-        self.books.answered(&mut Some(answer));
+        self.books.answered(answer);
         Ok(())
     }
 

@@ -87,7 +87,7 @@ impl VirtualDriver<u64> for Counting {
     }
 
     fn answered(&mut self, answer: Result<Handled<u64>, HandleError<u64>>) -> Result<(), Infallible> {
-        self.books.answered(&mut Some(answer));
+        self.books.answered(answer);
         Ok(())
     }
 
