@@ -41,6 +41,21 @@ impl PartialEq for NotReadyError {
 impl Eq for NotReadyError {}
 
 impl NotReadyError {
+    /// The error of a pool that did not reach `wanted` connections after
+    /// waiting `waited`: `core`'s counts and last establishment failure
+    /// now. For a driver of its own, as every driver here builds it.
+    pub fn of<C>(core: &cmap_core::Pool<C>, wanted: usize, waited: Duration) -> NotReadyError {
+        NotReadyError {
+            wanted,
+            context: TimeoutContext {
+                waited,
+                max_pool_size: core.options().max_pool_size(),
+                status: core.status(),
+                last_error: core.last_establish_error(),
+            },
+        }
+    }
+
     /// The last establishment failure: why no connection came.
     pub fn last_error(&self) -> Option<&EstablishError> {
         self.context.last_error.as_ref()
@@ -85,16 +100,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
 
     fn not_ready(&self, wanted: usize, started: std::time::Instant) -> NotReadyError {
         let waited = self.rt.now().saturating_duration_since(started);
-        let inner = self.lock();
-        NotReadyError {
-            wanted,
-            context: TimeoutContext {
-                waited,
-                max_pool_size: inner.core.options().max_pool_size(),
-                status: inner.core.status(),
-                last_error: inner.core.last_establish_error(),
-            },
-        }
+        NotReadyError::of(&self.lock().core, wanted, waited)
     }
 
     /// Checks every connection idle now with the manager's check, all

@@ -6,7 +6,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use cmap_async::{GetError, IdleCheck, NotReadyError};
-use cmap_core::{Address, Clear, Event, PoolState, Stats, Status, TimeoutContext, UsageError};
+use cmap_core::{Address, Clear, Event, PoolState, Stats, Status, UsageError};
 
 use crate::builder::PoolBuilder;
 use crate::events::Subscription;
@@ -141,16 +141,8 @@ impl<M: ManageConnection, R: LocalRuntime> Pool<M, R> {
     }
 
     fn not_ready(&self, wanted: usize, started: Instant) -> NotReadyError {
-        let core = self.shared.core.borrow();
-        NotReadyError {
-            wanted,
-            context: TimeoutContext {
-                waited: self.shared.rt.now().saturating_duration_since(started),
-                max_pool_size: core.options().max_pool_size(),
-                status: core.status(),
-                last_error: core.last_establish_error(),
-            },
-        }
+        let waited = self.shared.rt.now().saturating_duration_since(started);
+        NotReadyError::of(&self.shared.core.borrow(), wanted, waited)
     }
 
     /// Checks every connection idle now with the manager's check, all
