@@ -44,8 +44,13 @@ pub fn fail_establish_with<C>(
     id: ConnectionId,
     kind: cmap_core::EstablishErrorKind,
 ) -> Result<(), UsageError> {
+    pool.handle_establish_failed(now, id, establish_error(id, kind))
+}
+
+/// The error of a failed establishment of connection `id`, of `kind`.
+pub fn establish_error(id: ConnectionId, kind: cmap_core::EstablishErrorKind) -> cmap_core::EstablishError {
     let io = std::io::Error::other(format!("establishing connection {id} failed"));
-    pool.handle_establish_failed(now, id, cmap_core::EstablishError::new(kind, io))
+    cmap_core::EstablishError::new(kind, io)
 }
 
 /// The unknown options of `cs` in the order they came, each by its name

@@ -5,7 +5,7 @@
 use cmap_core::{CheckOutError, EstablishError, PoolState};
 
 use crate::model::{CState, Sim, WState};
-use crate::FailKind;
+use crate::steps::FailKind;
 
 impl Sim {
     pub(crate) fn check(&mut self, fired: bool) -> Result<(), String> {

@@ -88,12 +88,16 @@
 //! `PROPTEST_CASES` sets the number of cases (256 by default; CI runs
 //! 10,000: about 3 s each in release, 15 s in debug, on 2 cores).
 //!
-//! The test binary's layout: this file holds the generated input (`Opts`,
-//! `Cmd` and their strategies), the run of one sequence and the proptest
-//! entry points; `model.rs` the reference model and its books (`Sim`);
-//! `commands/` one handler per `Cmd` variant, which `Sim::step` dispatches
-//! to; `outputs.rs` the judging of each output as it comes; `checks.rs`
-//! the checks after every step. Saved failures are replayed from
+//! The test binary's layout: this file holds the generated options
+//! (`Opts`), the run of one sequence and the proptest entry points;
+//! `steps.rs` the generated steps: `cmap_core::Input`s drawn by kind from
+//! `InputKind::ALL`, and the driver's own behaviours that are not inputs
+//! (its clock, another pool, late results); `model.rs` the reference model
+//! and its books (`Sim`); `commands/` one handler per kind of input and
+//! per behaviour, which `Sim::step` dispatches to, applying each input
+//! through `Pool::handle`; `outputs.rs` the judging of each output as it
+//! comes; `checks.rs` the checks after every step; `saved.rs` the
+//! failures found in the past, as steps. New failures are saved to
 //! `properties.proptest-regressions` beside this file (see `config`).
 
 #[path = "../support.rs"]
@@ -113,13 +117,16 @@ mod checks;
 mod commands;
 mod model;
 mod outputs;
+mod saved;
+mod steps;
 
 use std::time::{Duration, Instant};
 
-use cmap_core::{AdaptiveConnecting, EstablishErrorKind, EstablishFailure, PoolOptions, Reconnect};
+use cmap_core::{AdaptiveConnecting, EstablishFailure, InputKind, PoolOptions, Reconnect};
 use model::Sim;
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
+use steps::{step, Drawn, Step, DIRECT};
 use support::origin;
 
 /// Connections handed in as late results carry this mark, so that their
@@ -244,186 +251,6 @@ fn opts() -> impl Strategy<Value = Opts> {
         )
 }
 
-/// Which existing checkout a cancel names.
-#[derive(Debug, Clone, Copy)]
-enum CancelTarget {
-    /// One still queued.
-    Waiting,
-    /// One already served, failed or cancelled.
-    Resolved,
-    /// An id never issued.
-    Unknown,
-}
-
-/// The kind of an establishment failure (spec: "Establishing a
-/// Connection").
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum FailKind {
-    /// A network error or timeout: labelled `SystemOverloadedError` and
-    /// `RetryableError`; never clears the pool.
-    Network,
-    /// The authentication step failed: unlabelled.
-    Authentication,
-    /// DNS, TLS validation, an error reply to `hello`: unlabelled.
-    Other,
-}
-
-impl FailKind {
-    fn kind(self) -> EstablishErrorKind {
-        match self {
-            FailKind::Network => EstablishErrorKind::Network,
-            FailKind::Authentication => EstablishErrorKind::Authentication,
-            FailKind::Other => EstablishErrorKind::Other,
-        }
-    }
-
-    fn labelled(self) -> bool {
-        self == FailKind::Network
-    }
-}
-
-/// One input. `pick`s choose among what exists at that point (modulo its
-/// count); a pick with nothing to choose from does nothing.
-#[derive(Debug, Clone)]
-enum Cmd {
-    /// `handle_check_out` with the options' timeout, passing a `now` that
-    /// is `stale_ms` behind the clock (a caller that read the clock before
-    /// taking the lock).
-    CheckOut {
-        stale_ms: u64,
-    },
-    /// `handle_check_out_until` (or, `direct`, `handle_check_out_direct`)
-    /// with a deadline `offset_ms` from now (may be in the past), or none.
-    CheckOutUntil {
-        offset_ms: Option<i64>,
-        direct: bool,
-    },
-    /// `direct`: through `handle_check_in_direct`.
-    CheckIn {
-        pick: usize,
-        errored: bool,
-        direct: bool,
-    },
-    Detach {
-        pick: usize,
-    },
-    /// Check in (or detach) a held connection to another pool: refused.
-    WrongPool {
-        pick: usize,
-        detach: bool,
-    },
-    Established {
-        pick: usize,
-        service: u8,
-    },
-    EstablishFailed {
-        pick: usize,
-        kind: FailKind,
-    },
-    /// A result for a connection that is not pending (aborted, or already
-    /// reported).
-    LateResult {
-        pick: usize,
-        ok: bool,
-    },
-    /// A result for an id never issued.
-    UnknownResult {
-        ahead: u64,
-        ok: bool,
-    },
-    Cancel {
-        pick: usize,
-        target: CancelTarget,
-    },
-    Clear {
-        interrupt: bool,
-        service: u8,
-        wrong_mode: bool,
-    },
-    Ready,
-    Close,
-    /// Time passes and the timer fires.
-    Advance {
-        ms: u64,
-    },
-    /// A tiny step, to land right at or beside deadlines.
-    Nudge {
-        ns: u64,
-    },
-    /// The driver's timer fires at `poll_timeout` (or 1 ns before it).
-    FireTimer {
-        early: bool,
-    },
-    /// The clock moves without the timer firing; the next input is late.
-    Jump {
-        ms: u64,
-    },
-    /// A spurious timer call with an old `now`.
-    StaleTimeout {
-        ms: u64,
-    },
-    /// The clock moves to `offset_ns` from the instant the connection made
-    /// available last reaches `maxIdleTimeMS`, and a checkout follows: the
-    /// idle rule's boundary, which whole milliseconds seldom hit.
-    AtIdleEdge {
-        offset_ns: i64,
-    },
-    /// `handle_resize` to these sizes (0: no limit); refused when `min`
-    /// exceeds a non-zero `max`, or once the pool is closed.
-    Resize {
-        min: u32,
-        max: u32,
-    },
-}
-
-fn cmd() -> impl Strategy<Value = Cmd> {
-    let pick = any::<usize>();
-    prop_oneof![
-        40 => prop_oneof![9 => Just(0u64), 1 => 0..=5u64].prop_map(|stale_ms| Cmd::CheckOut { stale_ms }),
-        15 => (prop::option::weighted(0.85, -100..=600i64), any::<bool>())
-            .prop_map(|(offset_ms, direct)| Cmd::CheckOutUntil { offset_ms, direct }),
-        36 => (pick, prop::bool::weighted(0.2), any::<bool>()).prop_map(|(pick, errored, direct)| Cmd::CheckIn {
-            pick,
-            errored,
-            direct
-        }),
-        5 => pick.prop_map(|pick| Cmd::Detach { pick }),
-        2 => (pick, any::<bool>()).prop_map(|(pick, detach)| Cmd::WrongPool { pick, detach }),
-        36 => (pick, 0..3u8).prop_map(|(pick, service)| Cmd::Established { pick, service }),
-        8 => (
-            pick,
-            prop_oneof![
-                3 => Just(FailKind::Network),
-                1 => Just(FailKind::Authentication),
-                1 => Just(FailKind::Other)
-            ]
-        )
-            .prop_map(|(pick, kind)| Cmd::EstablishFailed { pick, kind }),
-        8 => (pick, any::<bool>()).prop_map(|(pick, ok)| Cmd::LateResult { pick, ok }),
-        2 => (0..3u64, any::<bool>()).prop_map(|(ahead, ok)| Cmd::UnknownResult { ahead, ok }),
-        15 => (
-            pick,
-            prop_oneof![
-                3 => Just(CancelTarget::Waiting),
-                2 => Just(CancelTarget::Resolved),
-                1 => Just(CancelTarget::Unknown)
-            ]
-        )
-            .prop_map(|(pick, target)| Cmd::Cancel { pick, target }),
-        6 => (any::<bool>(), 0..3u8, prop::bool::weighted(0.05))
-            .prop_map(|(interrupt, service, wrong_mode)| Cmd::Clear { interrupt, service, wrong_mode }),
-        20 => Just(Cmd::Ready),
-        1 => Just(Cmd::Close),
-        25 => (0..2000u64).prop_map(|ms| Cmd::Advance { ms }),
-        8 => (0..1_000_000u64).prop_map(|ns| Cmd::Nudge { ns }),
-        25 => any::<bool>().prop_map(|early| Cmd::FireTimer { early }),
-        8 => (0..600u64).prop_map(|ms| Cmd::Jump { ms }),
-        3 => (0..50u64).prop_map(|ms| Cmd::StaleTimeout { ms }),
-        4 => (-1..=1i64).prop_map(|offset_ns| Cmd::AtIdleEdge { offset_ns }),
-        8 => (0..=4u32, 0..=6u32).prop_map(|(min, max)| Cmd::Resize { min, max }),
-    ]
-}
-
 /// How the simulated driver gets events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Events {
@@ -435,12 +262,12 @@ enum Events {
     Apart,
 }
 
-/// Runs `cmds`, checking after every step; the error names the step.
-fn run(opts: &Opts, cmds: &[Cmd], t0: Instant, mode: Events, record: bool) -> Result<Sim, String> {
+/// Runs `steps`, checking after every step; the error names the step.
+fn run(opts: &Opts, steps: &[Step], t0: Instant, mode: Events, record: bool) -> Result<Sim, String> {
     let mut sim = Sim::new(opts, t0, mode, record)?;
-    for (i, cmd) in cmds.iter().enumerate() {
-        sim.step(cmd)
-            .map_err(|e| format!("step {i} {cmd:?} at +{:?}: {e}", sim.elapsed()))?;
+    for (i, step) in steps.iter().enumerate() {
+        sim.step(step)
+            .map_err(|e| format!("step {i} {step:?} at +{:?}: {e}", sim.elapsed()))?;
     }
     // Then a driver that does its part: every connection held goes back,
     // every establishment succeeds, every timer fires. Nobody may be left
@@ -452,19 +279,20 @@ fn run(opts: &Opts, cmds: &[Cmd], t0: Instant, mode: Events, record: bool) -> Re
     let start = sim.wall;
     let mut steps = 0usize;
     while !(sim.waiting.is_empty() && sim.held.is_empty() && sim.pending.is_empty()) {
-        let cmd = if !sim.held.is_empty() {
-            Cmd::CheckIn {
-                pick: 0,
-                errored: false,
-                direct: steps.is_multiple_of(2),
-            }
+        let step = if !sim.held.is_empty() {
+            // Half of them through `handle_check_in_direct`.
+            let direct = if steps.is_multiple_of(2) { DIRECT } else { 0 };
+            Step::Input(Drawn {
+                flags: direct,
+                ..Drawn::of(InputKind::CheckIn)
+            })
         } else if !sim.pending.is_empty() {
-            Cmd::Established { pick: 0, service: 0 }
+            Step::Input(Drawn::of(InputKind::Established))
         } else if let Some(t) = sim.pool.poll_timeout() {
             if t.saturating_duration_since(sim.wall) < Duration::from_millis(5) {
-                Cmd::Advance { ms: 5 }
+                Step::Advance { ms: 5 }
             } else {
-                Cmd::FireTimer { early: false }
+                Step::FireTimer { early: false }
             }
         } else {
             return Err(format!(
@@ -473,8 +301,8 @@ fn run(opts: &Opts, cmds: &[Cmd], t0: Instant, mode: Events, record: bool) -> Re
                 sim.pool.status()
             ));
         };
-        sim.step(&cmd)
-            .map_err(|e| format!("winding down, {cmd:?} at +{:?}: {e}", sim.elapsed()))?;
+        sim.step(&step)
+            .map_err(|e| format!("winding down, {step:?} at +{:?}: {e}", sim.elapsed()))?;
         steps += 1;
         if sim.wall - start > Duration::from_secs(30) || steps > 100_000 {
             return Err(format!(
@@ -511,37 +339,42 @@ proptest! {
     #![proptest_config(config())]
 
     #[test]
-    fn pool_matches_the_model(opts in opts(), cmds in prop::collection::vec(cmd(), 0..=200)) {
-        if let Err(e) = run(&opts, &cmds, origin(), Events::Merged, false) {
+    fn pool_matches_the_model(opts in opts(), steps in prop::collection::vec(step(), 0..=200)) {
+        if let Err(e) = run(&opts, &steps, origin(), Events::Merged, false) {
             return Err(TestCaseError::fail(e));
         }
     }
 
-    /// The same inputs give the same outputs, whatever the absolute time;
-    /// with events off, the same actions (and the loud `ReconnectGaveUp`);
-    /// with events kept apart, the same events and the same actions, each
-    /// in the same order.
     #[test]
-    fn same_commands_same_outputs(opts in opts(), cmds in prop::collection::vec(cmd(), 0..=200)) {
-        let t0 = origin();
-        let first = run(&opts, &cmds, t0, Events::Merged, true).map_err(TestCaseError::fail)?;
-        let later = t0 + Duration::from_secs(3600);
-        let second = run(&opts, &cmds, later, Events::Merged, true).map_err(TestCaseError::fail)?;
-        let quiet = run(&opts, &cmds, t0, Events::Off, true).map_err(TestCaseError::fail)?;
-        let apart = run(&opts, &cmds, t0, Events::Apart, true).map_err(TestCaseError::fail)?;
-        let first = first.transcript.unwrap();
-        prop_assert_eq!(&first, &second.transcript.unwrap());
-        let quiet_part = |l: &&String| !l.starts_with("Event(") || l.starts_with("Event(ReconnectGaveUp");
-        let actions: Vec<&String> = first.iter().filter(quiet_part).collect();
-        let quiet = quiet.transcript.unwrap();
-        prop_assert_eq!(actions, quiet.iter().collect::<Vec<_>>());
-        let apart = apart.transcript.unwrap();
-        let (events, actions): (Vec<&String>, Vec<&String>) = first.iter().partition(|l| l.starts_with("Event("));
-        let (apart_events, apart_actions): (Vec<&String>, Vec<&String>) =
-            apart.iter().partition(|l| l.starts_with("Event("));
-        prop_assert_eq!(events, apart_events);
-        prop_assert_eq!(actions, apart_actions);
+    fn same_commands_same_outputs(opts in opts(), steps in prop::collection::vec(step(), 0..=200)) {
+        same_outputs(&opts, &steps)?;
     }
+}
+
+/// The same inputs give the same outputs, whatever the absolute time;
+/// with events off, the same actions (and the loud `ReconnectGaveUp`);
+/// with events kept apart, the same events and the same actions, each in
+/// the same order.
+fn same_outputs(opts: &Opts, steps: &[Step]) -> Result<(), TestCaseError> {
+    let t0 = origin();
+    let first = run(opts, steps, t0, Events::Merged, true).map_err(TestCaseError::fail)?;
+    let later = t0 + Duration::from_secs(3600);
+    let second = run(opts, steps, later, Events::Merged, true).map_err(TestCaseError::fail)?;
+    let quiet = run(opts, steps, t0, Events::Off, true).map_err(TestCaseError::fail)?;
+    let apart = run(opts, steps, t0, Events::Apart, true).map_err(TestCaseError::fail)?;
+    let first = first.transcript.unwrap();
+    prop_assert_eq!(&first, &second.transcript.unwrap());
+    let quiet_part = |l: &&String| !l.starts_with("Event(") || l.starts_with("Event(ReconnectGaveUp");
+    let actions: Vec<&String> = first.iter().filter(quiet_part).collect();
+    let quiet = quiet.transcript.unwrap();
+    prop_assert_eq!(actions, quiet.iter().collect::<Vec<_>>());
+    let apart = apart.transcript.unwrap();
+    let (events, actions): (Vec<&String>, Vec<&String>) = first.iter().partition(|l| l.starts_with("Event("));
+    let (apart_events, apart_actions): (Vec<&String>, Vec<&String>) =
+        apart.iter().partition(|l| l.starts_with("Event("));
+    prop_assert_eq!(events, apart_events);
+    prop_assert_eq!(actions, apart_actions);
+    Ok(())
 }
 
 /// The generator is worth its cases only if it reaches every kind of
@@ -556,7 +389,7 @@ fn generator_reaches_every_outcome() {
         ..ProptestConfig::default()
     };
     let mut runner = TestRunner::new(config);
-    let strategy = (opts(), prop::collection::vec(cmd(), 0..=200));
+    let strategy = (opts(), prop::collection::vec(step(), 0..=200));
     let needles = [
         "Deliver",
         "Fail { waiter: WaiterId(",
@@ -592,11 +425,13 @@ fn generator_reaches_every_outcome() {
     let mut counts = vec![0usize; needles.len()];
     let mut kept_waiting = 0;
     let mut shrunk_on_arrival = 0;
+    let mut handled = std::collections::BTreeSet::new();
     for _ in 0..300 {
-        let (opts, cmds) = strategy.new_tree(&mut runner).unwrap().current();
-        let sim = run(&opts, &cmds, origin(), Events::Merged, true).unwrap();
+        let (opts, steps) = strategy.new_tree(&mut runner).unwrap().current();
+        let sim = run(&opts, &steps, origin(), Events::Merged, true).unwrap();
         kept_waiting += sim.kept_waiting;
         shrunk_on_arrival += sim.shrunk_on_arrival;
+        handled.extend(sim.handled);
         for line in sim.transcript.unwrap() {
             for (n, needle) in needles.iter().enumerate() {
                 counts[n] += usize::from(line.contains(needle));
@@ -622,4 +457,9 @@ fn generator_reaches_every_outcome() {
         shrunk_on_arrival > 0,
         "no connection closed for the size as it arrived in 300 cases"
     );
+    // Every kind of input drawn reached the pool.
+    for kind in InputKind::ALL {
+        let aside = steps::SET_ASIDE.iter().any(|(k, _)| *k == kind);
+        assert!(aside || handled.contains(&kind), "no {kind:?} in 300 cases");
+    }
 }

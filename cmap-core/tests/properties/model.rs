@@ -1,17 +1,19 @@
 //! The reference model: the books it keeps on every connection and
 //! checkout (`ConnModel`, `WaiterModel`, the step's `Failure`, `ResizeStep`
 //! and `Arrival`), the simulation `Sim` that drives the pool beside them,
-//! and the transitions of those books. The inputs are in `commands/`, the
+//! and the transitions of those books. The steps are in `steps.rs`, their
+//! handlers in `commands/`, the
 //! judging of outputs in `outputs.rs`, the after-step checks in
 //! `checks.rs`.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
-use cmap_core::{Action, ClosedReason, Pool, PoolOptions, PoolState, Pooled, ServiceId, WaiterId};
+use cmap_core::{Action, ClosedReason, InputKind, Pool, PoolOptions, PoolState, Pooled, ServiceId, WaiterId};
 
+use crate::steps::{Drawn, FailKind, Step};
 use crate::support::Conn;
-use crate::{Cmd, Events, FailKind, Opts};
+use crate::{Events, Opts};
 
 /// Where a connection is, as the test sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -359,6 +361,9 @@ pub(crate) struct Sim {
     pub(crate) pace_bound: u32,
     /// Pending connections when the step began.
     pub(crate) step_pending: usize,
+    /// The kinds of input the pool was handed (for the generator's
+    /// coverage).
+    pub(crate) handled: BTreeSet<InputKind>,
 }
 
 impl Sim {
@@ -436,9 +441,11 @@ impl Sim {
             pace: PaceModel::new(opts),
             pace_bound: 0,
             step_pending: 0,
+            handled: BTreeSet::new(),
         };
         if opts.start_ready {
-            sim.step(&Cmd::Ready).map_err(|e| format!("initial ready: {e}"))?;
+            sim.step(&Step::Input(Drawn::of(InputKind::Ready)))
+                .map_err(|e| format!("initial ready: {e}"))?;
         }
         Ok(sim)
     }

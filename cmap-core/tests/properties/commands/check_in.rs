@@ -1,28 +1,25 @@
-//! Connections coming back: `Cmd::CheckIn`, `Cmd::Detach`,
-//! `Cmd::WrongPool`.
+//! Connections coming back: `Input::CheckIn` (or
+//! `handle_check_in_direct`), `Input::Detach`, `Step::WrongPool`.
 
 use std::time::Instant;
 
-use cmap_core::{Action, ClosedReason, HandOver};
+use cmap_core::{Action, ClosedReason, HandOver, HandleError, Handled, Input};
 
 use crate::model::{Arrival, CState, Sim};
+use crate::steps::{Drawn, DIRECT, ERRORED};
 use crate::support::Conn;
 
 impl Sim {
-    /// `Cmd::CheckIn`: a held connection goes back, errored or not;
-    /// `direct`: through `handle_check_in_direct`, whose hand-over to a
-    /// waiter is judged as the `Deliver` it stands for.
-    pub(crate) fn check_in(
-        &mut self,
-        now: Instant,
-        pick: usize,
-        errored: bool,
-        direct: bool,
-    ) -> Result<(), String> {
+    /// `Input::CheckIn`: a held connection goes back, errored or not;
+    /// `DIRECT`: through `handle_check_in_direct`, the only entry that
+    /// returns a hand-over to a waiter, judged as the `Deliver` it stands
+    /// for (the same input: `Input::CheckIn` says why).
+    pub(crate) fn check_in(&mut self, now: Instant, drawn: Drawn) -> Result<(), String> {
         if self.held.is_empty() {
             return self.after(false);
         }
-        let mut c = self.held.swap_remove(pick % self.held.len());
+        let (errored, direct) = (drawn.has(ERRORED), drawn.has(DIRECT));
+        let mut c = self.held.swap_remove(drawn.pick % self.held.len());
         if errored {
             c.mark_errored();
         }
@@ -62,21 +59,26 @@ impl Sim {
             returns_bad: Some((self.pool.stats().returns_bad, bad)),
         });
         let r = if direct {
-            self.pool.handle_check_in_direct(now, c).map(|handed| {
+            let r = self.pool.handle_check_in_direct(now, c);
+            self.told(now);
+            r.map(|handed| {
                 if let Some(HandOver { waiter, connection }) = handed {
                     self.served_directly = Some(Action::Deliver { waiter, connection });
                 }
             })
+            .map_err(|e| format!("{e:?}"))
         } else {
-            self.pool.handle_check_in(now, c)
+            match self.handle(now, Input::CheckIn(c))? {
+                Ok(Handled::Done) => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
         };
-        self.told(now);
         self.log(|| format!("check in {id} errored={errored} direct={direct} -> {}", r.is_ok()));
         ensure!(r.is_ok(), "check in of {id} refused: {r:?}");
         self.after(false)
     }
 
-    /// `Cmd::Detach`: a held connection leaves the pool for good.
+    /// `Input::Detach`: a held connection leaves the pool for good.
     pub(crate) fn detach(&mut self, now: Instant, pick: usize) -> Result<(), String> {
         if self.held.is_empty() {
             return self.after(false);
@@ -89,18 +91,17 @@ impl Sim {
         if !interrupted {
             self.count_closed(id)?;
         }
-        let r = self.pool.handle_detach(now, c);
-        self.told(now);
+        let r = self.handle(now, Input::Detach(c))?;
         self.log(|| format!("detach {id} -> {}", r.is_ok()));
         match r {
-            Ok(conn) => ensure!(conn == Conn(id), "detach of {id} gave back {conn:?}"),
-            Err(e) => return Err(format!("detach of {id} refused: {e:?}")),
+            Ok(Handled::Detached(conn)) => ensure!(conn == Conn(id), "detach of {id} gave back {conn:?}"),
+            other => return Err(format!("detach of {id}: {other:?}")),
         }
         self.after(false)
     }
 
-    /// `Cmd::WrongPool`: a held connection checked in to (or detached from)
-    /// another pool, which refuses it and hands it back untouched.
+    /// `Step::WrongPool`: a held connection checked in to (or detached
+    /// from) another pool, which refuses it and hands it back untouched.
     pub(crate) fn wrong_pool(&mut self, now: Instant, pick: usize, detach: bool) -> Result<(), String> {
         if self.held.is_empty() {
             return self.after(false);
@@ -108,17 +109,19 @@ impl Sim {
         let index = pick % self.held.len();
         let c = self.held.swap_remove(index);
         let id = c.id();
-        let back = if detach {
-            self.other.handle_detach(now, c).map(|_| ()).err()
+        let input = if detach {
+            Input::Detach(c)
         } else {
-            self.other.handle_check_in(now, c).err()
+            Input::CheckIn(c)
         };
+        let r = self.other.handle(now, input);
         ensure!(
             self.other.poll_output().is_none(),
             "a refused connection made outputs"
         );
-        let Some(err) = back else {
-            return Err(format!("another pool accepted connection {id}"));
+        let err = match r {
+            Err(HandleError::CheckIn(err)) => err,
+            other => return Err(format!("another pool took connection {id}: {other:?}")),
         };
         let c = err.into_connection();
         ensure!(c.id() == id, "a refused connection came back as another");

@@ -1,67 +1,51 @@
-//! Checkouts: `Cmd::CheckOut`, `Cmd::CheckOutUntil`, `Cmd::Cancel`.
+//! Checkouts: `Input::CheckOut`, `Input::Cancel`.
 
 use std::time::{Duration, Instant};
 
-use cmap_core::{Action, CheckOut, UsageError, WaiterId};
+use cmap_core::{Action, CheckOut, Handled, Input, UsageError, WaiterId};
 
 use crate::model::{Sim, WState};
-use crate::CancelTarget;
+use crate::steps::{CancelTarget, Drawn, DIRECT, FOREVER, UNTIL};
 
 impl Sim {
-    /// `Cmd::CheckOut`: `handle_check_out` with a `now` `stale_ms` behind the
-    /// clock; the waiter gets the options' timeout from that `now`.
-    pub(crate) fn check_out(&mut self, now: Instant, stale_ms: u64) -> Result<(), String> {
-        let at = now.checked_sub(Duration::from_millis(stale_ms)).unwrap_or(now);
-        let before = self.pool.state();
-        let w = self.pool.handle_check_out(at);
-        self.told(at);
-        self.expect_immediate_failure(before, w);
-        let deadline = self.wait_queue_timeout.and_then(|t| at.checked_add(t));
-        self.log(|| format!("check out -> {w}"));
-        self.new_waiter(w, deadline)?;
-        self.unqueued = Some(w.0);
-        self.after(false)
-    }
-
-    /// `Cmd::CheckOutUntil`: `handle_check_out_until`, or
-    /// `handle_check_out_direct`, with a deadline `offset_ms` from now.
-    pub(crate) fn check_out_until(
-        &mut self,
-        now: Instant,
-        offset_ms: Option<i64>,
-        direct: bool,
-    ) -> Result<(), String> {
-        let deadline = offset_ms.and_then(|o| {
-            let d = Duration::from_millis(o.unsigned_abs());
-            if o >= 0 {
+    /// `Input::CheckOut` at `now`: with the options' timeout from `now`
+    /// (as `handle_check_out`, whose `now` may be stale), or (`UNTIL`) a
+    /// deadline `value` ms from now (may be in the past) or none; `DIRECT`:
+    /// a checkout served at once returns its connection, judged as the
+    /// `Deliver` it stands for.
+    pub(crate) fn check_out(&mut self, now: Instant, drawn: Drawn) -> Result<(), String> {
+        let deadline = if !drawn.has(UNTIL) {
+            self.wait_queue_timeout.and_then(|t| now.checked_add(t))
+        } else if drawn.has(FOREVER) {
+            None
+        } else {
+            let d = Duration::from_millis(drawn.value.unsigned_abs());
+            if drawn.value >= 0 {
                 now.checked_add(d)
             } else {
                 now.checked_sub(d)
             }
-        });
-        let before = self.pool.state();
-        let w = if direct {
-            match self.pool.handle_check_out_direct(now, deadline) {
-                CheckOut::Later(w) => w,
-                CheckOut::Ready(connection) => {
-                    // The id it used is the next one.
-                    let waiter = WaiterId(self.waiters.len() as u64 + 1);
-                    self.served_directly = Some(Action::Deliver { waiter, connection });
-                    waiter
-                }
-            }
-        } else {
-            self.pool.handle_check_out_until(now, deadline)
         };
-        self.told(now);
+        let direct = drawn.has(DIRECT);
+        let before = self.pool.state();
+        let w = match self.handle(now, Input::CheckOut { deadline, direct })? {
+            Ok(Handled::CheckOut(CheckOut::Later(w))) => w,
+            Ok(Handled::CheckOut(CheckOut::Ready(connection))) if direct => {
+                // The id it used is the next one.
+                let waiter = WaiterId(self.waiters.len() as u64 + 1);
+                self.served_directly = Some(Action::Deliver { waiter, connection });
+                waiter
+            }
+            other => return Err(format!("checkout (direct: {direct}) answered {other:?}")),
+        };
         self.expect_immediate_failure(before, w);
-        self.log(|| format!("check out until {offset_ms:?} (direct: {direct}) -> {w}"));
+        self.log(|| format!("check out {drawn:?} -> {w}"));
         self.new_waiter(w, deadline)?;
         self.unqueued = Some(w.0);
         self.after(false)
     }
 
-    /// `Cmd::Cancel`: withdraws a queued checkout, or one already resolved or
+    /// `Input::Cancel`: withdraws a queued checkout, or one already resolved or
     /// never issued (refused).
     pub(crate) fn cancel(&mut self, now: Instant, pick: usize, target: CancelTarget) -> Result<(), String> {
         let w = match target {
@@ -81,8 +65,7 @@ impl Sim {
             && self.waiters[w.0 as usize - 1]
                 .deadline
                 .is_none_or(|d| d > now.max(self.pool_now));
-        let r = self.pool.handle_cancel(now, w);
-        self.told(now);
+        let r = self.handle_plain(now, Input::Cancel(w))?;
         self.log(|| format!("cancel {w} -> {r:?}"));
         if cancellable {
             ensure!(r.is_ok(), "cancel of queued {w}: {r:?}");

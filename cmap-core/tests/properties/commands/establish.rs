@@ -1,16 +1,18 @@
-//! Establishment results: `Cmd::Established`, `Cmd::EstablishFailed`,
-//! `Cmd::LateResult`, `Cmd::UnknownResult`.
+//! Establishment results: `Input::Established`, `Input::EstablishFailed`,
+//! and the same inputs for a connection no longer pending
+//! (`Step::LateResult`) or never issued (`Step::UnknownResult`).
 
 use std::time::{Duration, Instant};
 
-use cmap_core::{ClosedReason, ConnectionId, ServiceId, UsageError};
+use cmap_core::{ClosedReason, ConnectionId, Input, ServiceId, UsageError};
 
 use crate::model::{Arrival, CState, Failure, Sim};
-use crate::support::{fail_establish, fail_establish_with, Conn};
-use crate::{FailKind, LATE};
+use crate::steps::FailKind;
+use crate::support::{establish_error, Conn};
+use crate::LATE;
 
 impl Sim {
-    /// `Cmd::Established`: a pending connection is established (in
+    /// `Input::Established`: a pending connection is established (in
     /// load-balanced mode, for service `[service; 12]`).
     pub(crate) fn established(&mut self, now: Instant, pick: usize, service: u8) -> Result<(), String> {
         let Some(&id) = self.pending.iter().nth(pick % self.pending.len().max(1)) else {
@@ -42,14 +44,18 @@ impl Sim {
             c.generation = generation;
             c.service = Some(sid);
         }
-        let r = self.pool.handle_established(now, ConnectionId(id), Conn(id), sid);
-        self.told(now);
+        let input = Input::Established {
+            id: ConnectionId(id),
+            connection: Conn(id),
+            service_id: sid,
+        };
+        let r = self.handle_plain(now, input)?;
         self.log(|| format!("established {id} -> {r:?}"));
         ensure!(r.is_ok(), "established {id}: {r:?}");
         self.after(false)
     }
 
-    /// `Cmd::EstablishFailed`: predicts, from the model alone, whether the
+    /// `Input::EstablishFailed`: predicts, from the model alone, whether the
     /// pool is cleared, which checkout fails with the failure or keeps
     /// waiting, and whether the reconnect backoff holds or gives up; the
     /// outputs are checked against that as they come (`on_action`,
@@ -122,15 +128,19 @@ impl Sim {
         if clears {
             self.generation += 1;
         }
-        let r = fail_establish_with(&mut self.pool, now, ConnectionId(id), kind.kind());
-        self.told(now);
+        let id = ConnectionId(id);
+        let input = Input::EstablishFailed {
+            id,
+            error: establish_error(id, kind.kind()),
+        };
+        let r = self.handle_plain(now, input)?;
         self.log(|| format!("establish failed {id} {kind:?} -> {r:?}"));
         ensure!(r.is_ok(), "establish failed {id}: {r:?}");
         self.after(false)?;
         self.check_failure()
     }
 
-    /// `Cmd::LateResult`: a result for a connection no longer pending.
+    /// `Step::LateResult`: a result for a connection no longer pending.
     pub(crate) fn late_result(&mut self, now: Instant, pick: usize, ok: bool) -> Result<(), String> {
         if self.not_pending.is_empty() {
             return self.after(false);
@@ -138,20 +148,16 @@ impl Sim {
         // Mostly the most recently abandoned or reported ones.
         let n = self.not_pending.len();
         let id = self.not_pending[n - 1 - pick % n.min(4)];
-        let r = if ok {
+        if ok {
             self.expected_late = Some(id);
-            self.pool
-                .handle_established(now, ConnectionId(id), Conn(LATE + id), None)
-        } else {
-            fail_establish(&mut self.pool, now, ConnectionId(id))
-        };
-        self.told(now);
+        }
+        let r = self.handle_plain(now, Sim::result(ConnectionId(id), ok))?;
         self.log(|| format!("late result {id} ok={ok} -> {r:?}"));
         ensure!(r.is_ok(), "late result for {id}: {r:?}");
         self.after(false)
     }
 
-    /// `Cmd::UnknownResult`: a result for an id never issued: misuse.
+    /// `Step::UnknownResult`: a result for an id never issued: misuse.
     pub(crate) fn unknown_result(&mut self, now: Instant, ahead: u64, ok: bool) -> Result<(), String> {
         // Beyond what this very call may start (up to maxConnecting,
         // if a backoff ends as it advances the clock).
@@ -160,17 +166,30 @@ impl Sim {
         } else {
             self.conns.len() as u64 + u64::from(self.pace.most()) + ahead
         });
-        let r = if ok {
-            self.pool.handle_established(now, id, Conn(LATE + id.0), None)
-        } else {
-            fail_establish(&mut self.pool, now, id)
-        };
-        self.told(now);
+        let r = self.handle_plain(now, Sim::result(id, ok))?;
         self.log(|| format!("unknown result {id} -> {r:?}"));
         ensure!(
             r == Err(UsageError::UnknownConnection(id)),
             "result for unknown {id}: {r:?}"
         );
         self.after(false)
+    }
+
+    /// A result for connection `id` that is not (or no longer) pending:
+    /// established (a connection marked `LATE`, so that its disposal is
+    /// told apart) or failed, unlabelled as a failure that would clear.
+    fn result(id: ConnectionId, ok: bool) -> Input<Conn> {
+        if ok {
+            Input::Established {
+                id,
+                connection: Conn(LATE + id.0),
+                service_id: None,
+            }
+        } else {
+            Input::EstablishFailed {
+                id,
+                error: establish_error(id, cmap_core::EstablishErrorKind::Other),
+            }
+        }
     }
 }

@@ -1,22 +1,19 @@
-//! The pool's state: `Cmd::Clear`, `Cmd::Ready`, `Cmd::Close`.
+//! The pool's state: `Input::Clear`, `Input::Ready`, `Input::Close`.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use cmap_core::{Clear, PoolState, ServiceId, UsageError};
+use cmap_core::{Clear, Input, PoolState, ServiceId, UsageError};
 
 use crate::model::Sim;
+use crate::steps::{Drawn, INTERRUPT, WRONG_MODE};
 
 impl Sim {
-    /// `Cmd::Clear`: a clear, interrupting or not, for service `[service; 12]`
-    /// in load-balanced mode; `wrong_mode` uses the other mode's form.
-    pub(crate) fn clear(
-        &mut self,
-        now: Instant,
-        interrupt: bool,
-        service: u8,
-        wrong_mode: bool,
-    ) -> Result<(), String> {
+    /// `Input::Clear`: a clear, interrupting or not (`INTERRUPT`), for
+    /// service `[service; 12]` in load-balanced mode; `WRONG_MODE` uses the
+    /// other mode's form.
+    pub(crate) fn clear(&mut self, now: Instant, drawn: Drawn) -> Result<(), String> {
+        let (interrupt, service, wrong_mode) = (drawn.has(INTERRUPT), drawn.service(), drawn.has(WRONG_MODE));
         let lb = self.opts.load_balanced;
         let with_service = lb != wrong_mode;
         let clear = Clear {
@@ -24,8 +21,7 @@ impl Sim {
             service_id: with_service.then_some(ServiceId([service; 12])),
             cause: (service == 1).then(|| Arc::from("monitor said so")),
         };
-        let r = self.pool.handle_clear(now, clear);
-        self.told(now);
+        let r = self.handle_plain(now, Input::Clear(clear))?;
         if !wrong_mode && !self.closed {
             // Any clear: the server failed, and an adaptive pace falls
             // back.
@@ -54,11 +50,10 @@ impl Sim {
         self.after(false)
     }
 
-    /// `Cmd::Ready`: marks the pool ready (refused once closed).
+    /// `Input::Ready`: marks the pool ready (refused once closed).
     pub(crate) fn ready(&mut self, now: Instant) -> Result<(), String> {
         let closed = self.pool.state() == PoolState::Closed;
-        let r = self.pool.handle_ready(now);
-        self.told(now);
+        let r = self.handle_plain(now, Input::Ready)?;
         self.log(|| format!("ready -> {r:?}"));
         if closed {
             ensure!(r == Err(UsageError::PoolClosed), "ready on a closed pool: {r:?}");
@@ -68,11 +63,11 @@ impl Sim {
         self.after(false)
     }
 
-    /// `Cmd::Close`: closes the pool.
+    /// `Input::Close`: closes the pool.
     pub(crate) fn close(&mut self, now: Instant) -> Result<(), String> {
         self.closed = true;
-        self.pool.handle_close(now);
-        self.told(now);
+        let r = self.handle_plain(now, Input::Close)?;
+        ensure!(r.is_ok(), "close: {r:?}");
         self.log(|| "close".to_owned());
         self.after(false)
     }

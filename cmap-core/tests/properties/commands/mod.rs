@@ -1,12 +1,18 @@
-//! One handler per command: `Sim::step` resets the step's books and
-//! dispatches each `Cmd` variant to its handler, which performs the input on
-//! the pool, moves the model's books, and ends with `after`: drain and judge
-//! the outputs (`outputs.rs`), then the after-step checks (`checks.rs`).
+//! One handler per kind of input and per driver behaviour: `Sim::step`
+//! resets the step's books and dispatches each `Step` (`steps.rs`);
+//! `Sim::input` turns a drawn input into its `cmap_core::Input` with the
+//! model's books, and hands it to the handler of its kind, which moves the
+//! books, applies it through `Pool::handle` (`Sim::handle`) and ends with
+//! `after`: drain and judge the outputs (`outputs.rs`), then the
+//! after-step checks (`checks.rs`).
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use cmap_core::{HandleError, Handled, Input, InputKind, UsageError};
 
 use crate::model::Sim;
-use crate::Cmd;
+use crate::steps::{Drawn, Step};
+use crate::support::Conn;
 
 mod check_in;
 mod check_out;
@@ -15,11 +21,16 @@ mod lifecycle;
 mod resize;
 mod time;
 
+/// The pool's answer to an input, with misuse as the `UsageError` the
+/// typed method gives (a connection of another pool is the business of
+/// `Step::WrongPool` alone).
+pub(crate) type Answer = Result<Handled<Conn>, UsageError>;
+
 impl Sim {
-    /// One input: resets the step's books, runs the command's handler (one
-    /// per `Cmd` variant, in `commands/`), which performs the input, drains
-    /// and judges the outputs and runs the after-step checks (`after`).
-    pub(crate) fn step(&mut self, cmd: &Cmd) -> Result<(), String> {
+    /// One step: resets the step's books, and runs its handler, which
+    /// performs the input (or the driver's behaviour), drains and judges
+    /// the outputs and runs the after-step checks (`after`).
+    pub(crate) fn step(&mut self, step: &Step) -> Result<(), String> {
         self.step_started = self.pool_now;
         self.touched.clear();
         self.step_generation = self.generation;
@@ -38,45 +49,71 @@ impl Sim {
         self.pace_bound = self.pace.limit;
         self.step_pending = self.pending.len();
         let now = self.wall;
-        match *cmd {
-            Cmd::CheckOut { stale_ms } => self.check_out(now, stale_ms),
-            Cmd::CheckOutUntil { offset_ms, direct } => self.check_out_until(now, offset_ms, direct),
-            Cmd::CheckIn {
-                pick,
-                errored,
-                direct,
-            } => self.check_in(now, pick, errored, direct),
-            Cmd::Detach { pick } => self.detach(now, pick),
-            Cmd::WrongPool { pick, detach } => self.wrong_pool(now, pick, detach),
-            Cmd::Established { pick, service } => self.established(now, pick, service),
-            Cmd::EstablishFailed { pick, kind } => self.establish_failed(now, pick, kind),
-            Cmd::LateResult { pick, ok } => self.late_result(now, pick, ok),
-            Cmd::UnknownResult { ahead, ok } => self.unknown_result(now, ahead, ok),
-            Cmd::Cancel { pick, target } => self.cancel(now, pick, target),
-            Cmd::Clear {
-                interrupt,
-                service,
-                wrong_mode,
-            } => self.clear(now, interrupt, service, wrong_mode),
-            Cmd::Ready => self.ready(now),
-            Cmd::Close => self.close(now),
-            Cmd::Advance { ms } => self.advance(ms),
-            Cmd::Nudge { ns } => self.nudge(ns),
-            Cmd::FireTimer { early } => self.fire_timer(early),
-            Cmd::Jump { ms } => self.jump(ms),
-            Cmd::StaleTimeout { ms } => self.stale_timeout(ms),
-            Cmd::AtIdleEdge { offset_ns } => self.at_idle_edge(offset_ns),
-            Cmd::Resize { min, max } => self.resize(min, max),
+        match *step {
+            Step::Input(drawn) => self.input(now, drawn),
+            Step::Stale { ms, input } => {
+                let at = now.checked_sub(Duration::from_millis(ms)).unwrap_or(now);
+                self.input(at, input)
+            }
+            Step::Advance { ms } => self.advance(Duration::from_millis(ms)),
+            Step::Nudge { ns } => self.advance(Duration::from_nanos(ns)),
+            Step::FireTimer { early } => self.fire_timer(early),
+            Step::AtIdleEdge { offset_ns } => self.at_idle_edge(offset_ns),
+            Step::Jump { ms } => self.jump(ms),
+            Step::WrongPool { pick, detach } => self.wrong_pool(now, pick, detach),
+            Step::LateResult { pick, ok } => self.late_result(now, pick, ok),
+            Step::UnknownResult { ahead, ok } => self.unknown_result(now, ahead, ok),
         }
     }
 
-    /// The driver's timer fires at `at`; says so, for `after`.
-    pub(crate) fn fire(&mut self, at: Instant) -> bool {
-        self.pool.handle_timeout(at);
-        self.told(at);
-        let elapsed = self.elapsed();
-        self.log(|| format!("timeout at +{elapsed:?}"));
-        true
+    /// A drawn input at `now`, to the handler of its kind. A kind the
+    /// model does not follow (one added to the core since, or one
+    /// `SET_ASIDE` drawn by mistake) fails the run.
+    pub(crate) fn input(&mut self, now: Instant, drawn: Drawn) -> Result<(), String> {
+        match drawn.kind {
+            InputKind::CheckOut => self.check_out(now, drawn),
+            InputKind::CheckIn => self.check_in(now, drawn),
+            InputKind::Detach => self.detach(now, drawn.pick),
+            InputKind::Established => self.established(now, drawn.pick, drawn.service()),
+            InputKind::EstablishFailed => self.establish_failed(now, drawn.pick, drawn.fail_kind()),
+            InputKind::Cancel => self.cancel(now, drawn.pick, drawn.cancel_target()),
+            InputKind::Clear => self.clear(now, drawn),
+            InputKind::Ready => self.ready(now),
+            InputKind::Close => self.close(now),
+            InputKind::Resize => self.resize(drawn.sizes()),
+            InputKind::Timeout => self.timeout(now),
+            kind => Err(format!("a kind of input the model does not follow: {kind:?}")),
+        }
+    }
+
+    /// Applies `input` at `now` through `Pool::handle`, the one way in,
+    /// and moves the model's notion of the pool's clock. A connection of
+    /// this pool refused fails the step.
+    pub(crate) fn handle(&mut self, now: Instant, input: Input<Conn>) -> Result<Answer, String> {
+        let kind = input.kind();
+        let r = self.pool.handle(now, input);
+        self.told(now);
+        self.handled.insert(kind);
+        match r {
+            Ok(handled) => Ok(Ok(handled)),
+            Err(HandleError::Usage(e)) => Ok(Err(e)),
+            Err(e) => Err(format!("{kind:?} refused: {e:?}")),
+        }
+    }
+
+    /// [`handle`](Self::handle) for an input that answers `Done` or
+    /// misuse: its answer as the typed method gives it.
+    pub(crate) fn handle_plain(
+        &mut self,
+        now: Instant,
+        input: Input<Conn>,
+    ) -> Result<Result<(), UsageError>, String> {
+        let kind = input.kind();
+        match self.handle(now, input)? {
+            Ok(Handled::Done) => Ok(Ok(())),
+            Ok(other) => Err(format!("{kind:?} answered {other:?}")),
+            Err(e) => Ok(Err(e)),
+        }
     }
 
     /// How every handler ends: the input's outputs drained and judged (and

@@ -1,15 +1,15 @@
-//! `Cmd::Resize`, and the model's predictions for the pool's size (a
+//! `Input::Resize`, and the model's predictions for the pool's size (a
 //! connection arriving above maxPoolSize, a close with reason `Shrunk`).
 
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use cmap_core::{ClosedReason, OptionsError, PoolState, UsageError};
+use cmap_core::{ClosedReason, Input, OptionsError, PoolState, UsageError};
 
 use crate::model::{CState, ResizeStep, Sim};
 
 impl Sim {
-    /// `Cmd::Resize`, at the driver's clock when letting time pass does
+    /// `Input::Resize`, at the driver's clock when letting time pass does
     /// nothing there (no deadline passes, no reconnect backoff may end),
     /// and at the pool's own time otherwise: all it does is the resize's
     /// own. Predicts from the model alone
@@ -19,7 +19,7 @@ impl Sim {
     /// after its `PoolResized`), and how many it starts growing; checked
     /// as the outputs come (`on_event`, `on_action`, `sized_close`) and
     /// after the step.
-    pub(crate) fn resize(&mut self, min: u32, max: u32) -> Result<(), String> {
+    pub(crate) fn resize(&mut self, (min, max): (u32, u32)) -> Result<(), String> {
         let quiet = self.deadlines.first().is_none_or(|&(d, _)| d > self.wall)
             && (self.opts.reconnect.is_none() || self.failing_since.is_none());
         let now = if quiet { self.wall } else { self.pool_now };
@@ -63,8 +63,7 @@ impl Sim {
                 pending_after: self.pending_after_resize(left),
             });
         }
-        let r = self.pool.handle_resize(now, min, max);
-        self.told(now);
+        let r = self.handle_plain(now, Input::Resize { min, max })?;
         self.log(|| format!("resize min={min} max={max} -> {r:?}"));
         ensure!(
             r == expected,

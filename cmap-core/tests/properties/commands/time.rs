@@ -1,27 +1,33 @@
-//! Time: `Cmd::Advance`, `Cmd::Nudge`, `Cmd::FireTimer`, `Cmd::Jump`,
-//! `Cmd::StaleTimeout`, `Cmd::AtIdleEdge`.
+//! Time: `Input::Timeout`, and the driver's clock moving before it
+//! (`Step::Advance`, `Step::Nudge`, `Step::FireTimer`) or before a
+//! checkout (`Step::AtIdleEdge`), or alone (`Step::Jump`).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use cmap_core::Input;
 
 use crate::model::{CState, Sim};
-use crate::Cmd;
+use crate::steps::{Drawn, Step};
 
 impl Sim {
-    /// `Cmd::Advance`: time passes and the timer fires.
-    pub(crate) fn advance(&mut self, ms: u64) -> Result<(), String> {
-        self.wall += Duration::from_millis(ms);
-        let fired = self.fire(self.wall);
-        self.after(fired)
+    /// `Input::Timeout` at `at`: the driver's timer fires (with a stale
+    /// `at`, a spurious call with an old `now`).
+    pub(crate) fn timeout(&mut self, at: Instant) -> Result<(), String> {
+        let r = self.handle_plain(at, Input::Timeout)?;
+        ensure!(r.is_ok(), "timeout at {at:?}: {r:?}");
+        let elapsed = self.elapsed();
+        self.log(|| format!("timeout at +{elapsed:?}"));
+        self.after(true)
     }
 
-    /// `Cmd::Nudge`: a tiny step of time, then the timer fires.
-    pub(crate) fn nudge(&mut self, ns: u64) -> Result<(), String> {
-        self.wall += Duration::from_nanos(ns);
-        let fired = self.fire(self.wall);
-        self.after(fired)
+    /// `Step::Advance`, `Step::Nudge`: time passes, then the timer fires.
+    pub(crate) fn advance(&mut self, by: Duration) -> Result<(), String> {
+        self.wall += by;
+        self.timeout(self.wall)
     }
 
-    /// `Cmd::FireTimer`: the timer fires at `poll_timeout` (or 1 ns before).
+    /// `Step::FireTimer`: the timer fires at `poll_timeout` (or 1 ns
+    /// before).
     pub(crate) fn fire_timer(&mut self, early: bool) -> Result<(), String> {
         let at = self.pool.poll_timeout().unwrap_or(self.wall);
         let at = if early {
@@ -30,28 +36,17 @@ impl Sim {
             at
         };
         self.wall = self.wall.max(at);
-        let fired = self.fire(self.wall);
-        self.after(fired)
+        self.timeout(self.wall)
     }
 
-    /// `Cmd::Jump`: the clock moves without the timer firing.
+    /// `Step::Jump`: the clock moves without the timer firing.
     pub(crate) fn jump(&mut self, ms: u64) -> Result<(), String> {
         self.wall += Duration::from_millis(ms);
         self.log(|| format!("jump {ms}"));
         self.after(false)
     }
 
-    /// `Cmd::StaleTimeout`: a spurious timer call with an old `now`.
-    pub(crate) fn stale_timeout(&mut self, ms: u64) -> Result<(), String> {
-        let at = self
-            .wall
-            .checked_sub(Duration::from_millis(ms))
-            .unwrap_or(self.wall);
-        let fired = self.fire(at);
-        self.after(fired)
-    }
-
-    /// `Cmd::AtIdleEdge`: the clock moves beside the idle edge of the
+    /// `Step::AtIdleEdge`: the clock moves beside the idle edge of the
     /// connection made available last, and a checkout follows.
     pub(crate) fn at_idle_edge(&mut self, offset_ns: i64) -> Result<(), String> {
         let latest = self
@@ -71,6 +66,6 @@ impl Sim {
         };
         self.wall = self.wall.max(at);
         self.log(|| format!("to the idle edge {offset_ns:+} ns"));
-        self.step(&Cmd::CheckOut { stale_ms: 0 })
+        self.step(&Step::Input(Drawn::check_out()))
     }
 }
