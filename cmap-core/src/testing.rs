@@ -19,7 +19,8 @@
 //! requires the same outputs (their `Debug` text), and replays the
 //! recording exactly. The fuzz target and the core's property tests run
 //! this module; a driver's own property test embeds [`Books`] in its
-//! [`VirtualDriver`] and checks its own state beside them.
+//! [`VirtualDriver`] ([`KeepsBooks`]), applies each step with [`step`] and
+//! checks its own state beside them.
 //!
 //! Connections are numbers (`Pool<u64>`): a driver generic over its
 //! connection type is tested with `u64`.
@@ -192,9 +193,9 @@ pub fn transcript(
     if let Some(ring) = record {
         harness.pool.start_recording(base, ring);
     }
-    for step in steps {
-        harness.transcript.push(format!("> {step:?}"));
-        harness.step(*step);
+    for next in steps {
+        harness.transcript.push(format!("> {next:?}"));
+        settle(step(&mut harness, *next));
     }
     let recording = harness.pool.recording();
     (harness.transcript, recording)
@@ -235,14 +236,25 @@ impl Books {
         value: u16,
         flags: u8,
     ) -> Option<Input<u64>> {
+        self.input_after(pool.options().wait_queue_timeout(), now, kind, pick, value, flags)
+    }
+
+    /// [`input`](Books::input), given the pool's `waitQueueTimeoutMS`.
+    fn input_after(
+        &mut self,
+        wait_queue_timeout: Option<Duration>,
+        now: Instant,
+        kind: InputKind,
+        pick: u8,
+        value: u16,
+        flags: u8,
+    ) -> Option<Input<u64>> {
         let flag = |bit: u8| flags & bit != 0;
         self.asking = Some(kind);
         Some(match kind {
             InputKind::CheckOut => {
                 let timeout = flag(1).then(|| Duration::from_millis(u64::from(value)));
-                let deadline = timeout
-                    .or_else(|| pool.options().wait_queue_timeout())
-                    .map(|t| now + t);
+                let deadline = timeout.or(wait_queue_timeout).map(|t| now + t);
                 Input::CheckOut {
                     deadline,
                     direct: flag(2),
@@ -416,49 +428,74 @@ struct Harness {
     events: Vec<Event>,
 }
 
-impl Harness {
-    fn step(&mut self, step: Step) {
-        let (kind, pick, value, flags) = match step {
-            Step::Advance(ms) => {
-                let until = self.now + Duration::from_millis(u64::from(ms));
-                settle(virtual_time::advance(self, until).map(drop));
-                return;
-            }
-            Step::Input {
-                kind,
-                pick,
-                value,
-                flags,
-            } => (kind, pick, value, flags),
-        };
-        let kind = InputKind::ALL[usize::from(kind) % InputKind::ALL.len()];
-        if kind == InputKind::CheckIn && flags & 4 != 0 {
-            // Through `handle_check_in_direct`, whose hand-over is checked
-            // as the `Deliver` it stands for: a fast entry point with no
-            // `Input` of its own.
-            if let Some(conn) = self.books.take_for_direct_check_in(pick, flags & 1 != 0) {
-                match self.pool.handle_check_in_direct(self.now, conn) {
-                    Ok(Some(handed)) => self.books.handed_over(handed),
-                    Ok(None) => {}
-                    Err(_) => panic!("a connection of this pool was refused at check-in"),
-                }
-            }
-            settle(virtual_time::drain(self));
-            return;
+/// A driver on virtual time that keeps [`Books`] beside its own state:
+/// what [`step`] needs of it.
+pub trait KeepsBooks: VirtualDriver<u64> {
+    /// Its books.
+    fn books(&mut self) -> &mut Books;
+}
+
+/// Applies one step to `driver`, as [`run`] does: time passes to the
+/// driver's clock plus the step's milliseconds, the timer firing at every
+/// deadline on the way ([`virtual_time::advance`]); or the input of the
+/// step's kind, its arguments from the books ([`Books::input`]), applied
+/// and drained, and nothing but a drain when the books hold nothing to
+/// pick. A check-in through `handle_check_in_direct` (flag 4) books its
+/// hand-over as the `Deliver` it stands for.
+///
+/// # Errors
+///
+/// The driver's error, from its [`VirtualDriver`] methods.
+///
+/// # Panics
+///
+/// A connection of this pool refused at check-in, a timeout that leaves
+/// a deadline due, or what the books find wrong.
+pub fn step<D: KeepsBooks + ?Sized>(driver: &mut D, step: Step) -> Result<(), D::Error> {
+    let (kind, pick, value, flags) = match step {
+        Step::Advance(ms) => {
+            let until = *driver.clock() + Duration::from_millis(u64::from(ms));
+            return virtual_time::advance(driver, until).map(drop);
         }
-        match self.books.input(&self.pool, self.now, kind, pick, value, flags) {
-            Some(input) => settle(virtual_time::apply(self, input)),
-            None => settle(virtual_time::drain(self)),
-        }
-        if kind == InputKind::Timeout {
-            if let Some(next) = self.pool.poll_timeout() {
-                assert!(
-                    next > self.now,
-                    "handle_timeout({:?}) left a deadline that is due",
-                    self.now
-                );
+        Step::Input {
+            kind,
+            pick,
+            value,
+            flags,
+        } => (kind, pick, value, flags),
+    };
+    let kind = InputKind::ALL[usize::from(kind) % InputKind::ALL.len()];
+    let now = *driver.clock();
+    if kind == InputKind::CheckIn && flags & 4 != 0 {
+        // A fast entry point with no `Input` of its own.
+        if let Some(conn) = driver.books().take_for_direct_check_in(pick, flags & 1 != 0) {
+            match driver.pool().handle_check_in_direct(now, conn) {
+                Ok(Some(handed)) => driver.books().handed_over(handed),
+                Ok(None) => {}
+                Err(_) => panic!("a connection of this pool was refused at check-in"),
             }
         }
+        return virtual_time::drain(driver);
+    }
+    let wait_queue_timeout = driver.pool().options().wait_queue_timeout();
+    match driver
+        .books()
+        .input_after(wait_queue_timeout, now, kind, pick, value, flags)
+    {
+        Some(input) => virtual_time::apply(driver, input)?,
+        None => virtual_time::drain(driver)?,
+    }
+    if kind == InputKind::Timeout {
+        if let Some(next) = driver.pool().poll_timeout() {
+            assert!(next > now, "handle_timeout({now:?}) left a deadline that is due");
+        }
+    }
+    Ok(())
+}
+
+impl KeepsBooks for Harness {
+    fn books(&mut self) -> &mut Books {
+        &mut self.books
     }
 }
 

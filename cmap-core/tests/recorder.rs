@@ -1,83 +1,59 @@
 //! The flight recorder: random runs of the core, recorded through a small
 //! ring (so that segments roll and the oldest are dropped), replay exactly
-//! from their snapshot; a recording that was altered does not.
+//! from their snapshot; a recording that was altered does not. The runs
+//! are the testing kit's steps (`cmap_core::testing`), applied by its
+//! `step` with its books, which check every output and the pool's counts
+//! on the way.
 
 mod support;
 
+use std::convert::Infallible;
 use std::time::{Duration, Instant};
 
+use cmap_core::testing::{self, Books, KeepsBooks, Step};
 use cmap_core::virtual_time::{self, VirtualDriver};
-use cmap_core::{
-    Action, CheckOut, Clear, ConnectionId, EstablishError, EstablishErrorKind, HandleError, Handled, Input,
-    InputKind, Output, Pool, PoolOptions, Pooled, Recording, ReplayError, UsageError, WaiterId,
-};
+use cmap_core::{HandleError, Handled, Input, InputKind, Output, Pool, PoolOptions, Recording, ReplayError};
 use proptest::prelude::*;
-use support::{origin, Conn};
+use support::origin;
 
-/// One thing a driver may do: let time pass, or feed the pool an input
-/// of `kind`, its arguments drawn from the driver's books by `pick` and
-/// shaped by `value` (a deadline, sizes) and `flags`.
-#[derive(Debug, Clone)]
-enum Op {
-    Input {
-        kind: InputKind,
-        pick: usize,
-        value: u64,
-        flags: u8,
-    },
-    Wait {
-        ms: u64,
-    },
-}
-
-// The flags of an input.
-/// A checkout with a deadline of its own (`value` ms).
-const DEADLINE: u8 = 1;
-/// A checkout or check-in through its direct entry point: the recording
-/// keeps a check-in's hand-over as the `Deliver` a replay makes.
-const DIRECT: u8 = 2;
-/// A check-in of a connection marked errored.
-const ERRORED: u8 = 4;
-/// A failed establishment with a network error.
-const NETWORK: u8 = 8;
-/// A clear that interrupts; events on; events apart.
-const ON: u8 = 16;
-
-/// How often each kind of input comes; a kind the test does not know
-/// fails in `Driver::input`.
+/// How often each kind of input comes; every kind of `InputKind::ALL`
+/// but a close, which ends every run.
 fn weight(kind: InputKind) -> u32 {
     match kind {
         InputKind::CheckOut | InputKind::CheckIn | InputKind::Established => 4,
         InputKind::Ready => 2,
-        // The run ends with a close.
         InputKind::Close => 0,
         _ => 1,
     }
 }
 
-fn op() -> impl Strategy<Value = Op> {
+/// A step of the testing kit: an input of any kind drawn by `weight`
+/// (`testing::Step::input`), its arguments from the kit's books; or time
+/// passing, up to 400 ms.
+fn step() -> impl Strategy<Value = Step> {
     let inputs = InputKind::ALL.into_iter().filter(|k| weight(*k) > 0).map(|kind| {
-        let flags = prop_oneof![3 => 0u8..32, 1 => Just(ON)];
-        let op = (any::<usize>(), 0u64..300, flags).prop_map(move |(pick, value, flags)| Op::Input {
-            kind,
-            pick,
-            value,
-            flags,
-        });
-        (weight(kind), op.boxed())
+        // Short deadlines mostly; any number for the sizes of a resize.
+        let value = prop_oneof![3 => 0u16..300, 1 => any::<u16>()];
+        let input = (any::<u8>(), value, any::<u8>())
+            .prop_map(move |(pick, value, flags)| Step::input(kind, pick, value, flags));
+        (weight(kind), input.boxed())
     });
-    let wait = (0u64..400).prop_map(|ms| Op::Wait { ms }).boxed();
+    let wait = (0u16..400).prop_map(Step::Advance).boxed();
     proptest::strategy::Union::new_weighted(inputs.chain([(3, wait)]).collect())
 }
 
-/// A driver of the core on virtual time that keeps what a real one keeps.
+/// A driver of the core on virtual time, with the flight recorder on,
+/// that keeps the testing kit's books: every action is checked against
+/// them, and they against the pool's counts after every input.
 struct Driver {
-    pool: Pool<Conn>,
+    pool: Pool<u64>,
     now: Instant,
-    held: Vec<Pooled<Conn>>,
-    pending: Vec<ConnectionId>,
-    waiting: Vec<WaiterId>,
+    books: Books,
+    /// Events kept apart, taken after every input.
     events: Vec<cmap_core::Event>,
+    /// `Deliver` actions performed (a direct check-in's hand-over is
+    /// not one).
+    delivered: usize,
 }
 
 impl Driver {
@@ -89,111 +65,18 @@ impl Driver {
         Driver {
             pool,
             now,
-            held: Vec::new(),
-            pending: Vec::new(),
-            waiting: Vec::new(),
+            books: Books::default(),
             events: Vec::new(),
+            delivered: 0,
         }
-    }
-
-    fn step(&mut self, op: &Op) {
-        match *op {
-            Op::Wait { ms } => {
-                virtual_time::advance(self, self.now + Duration::from_millis(ms)).unwrap();
-            }
-            Op::Input {
-                kind,
-                pick,
-                value,
-                flags,
-            } => {
-                if kind == InputKind::CheckIn && flags & DIRECT != 0 {
-                    if let Some(connection) = self.take_held(pick, flags) {
-                        if let Some(handed) = self.pool.handle_check_in_direct(self.now, connection).unwrap()
-                        {
-                            self.held.push(handed.connection);
-                            self.waiting.retain(|w| *w != handed.waiter);
-                        }
-                    }
-                    virtual_time::drain(self).unwrap();
-                } else if let Some(input) = self.input(kind, pick, value, flags) {
-                    virtual_time::apply(self, input).unwrap();
-                }
-            }
-        }
-    }
-
-    /// The input of `kind` with arguments from the books, if they hold
-    /// something to pick.
-    fn input(&mut self, kind: InputKind, pick: usize, value: u64, flags: u8) -> Option<Input<Conn>> {
-        let at = |len: usize| (len > 0).then(|| pick % len);
-        let on = flags & ON != 0;
-        Some(match kind {
-            InputKind::CheckOut => Input::CheckOut {
-                deadline: (flags & DEADLINE != 0).then(|| self.now + Duration::from_millis(value)),
-                direct: flags & DIRECT != 0,
-            },
-            InputKind::CheckIn => Input::CheckIn(self.take_held(pick, flags)?),
-            InputKind::Detach => Input::Detach(self.take_held(pick, 0)?),
-            InputKind::Established => {
-                let id = self.pending.swap_remove(at(self.pending.len())?);
-                Input::Established {
-                    id,
-                    connection: Conn(id.0),
-                    service_id: None,
-                }
-            }
-            InputKind::EstablishFailed => {
-                let id = self.pending.swap_remove(at(self.pending.len())?);
-                let kind = if flags & NETWORK != 0 {
-                    EstablishErrorKind::Network
-                } else {
-                    EstablishErrorKind::Other
-                };
-                let cause = std::io::Error::other(format!("connection {id} refused"));
-                Input::EstablishFailed {
-                    id,
-                    error: EstablishError::new(kind, cause),
-                }
-            }
-            InputKind::Cancel => Input::Cancel(self.waiting.swap_remove(at(self.waiting.len())?)),
-            InputKind::Clear => Input::Clear(Clear {
-                interrupt_in_use: on,
-                cause: Some("test".into()),
-                ..Clear::default()
-            }),
-            InputKind::ResetAfterFork => Input::ResetAfterFork,
-            InputKind::Ready => Input::Ready,
-            InputKind::Close => Input::Close,
-            InputKind::ForceClose => Input::ForceClose,
-            InputKind::Resize => Input::Resize {
-                min: (value % 3) as u32,
-                max: (value / 3 % 6) as u32,
-            },
-            InputKind::Timeout => Input::Timeout,
-            // Events on four times in five.
-            InputKind::EventsEnabled => Input::EventsEnabled(on || !value.is_multiple_of(5)),
-            InputKind::EventsApart => Input::EventsApart(on),
-            other => panic!("a kind of input this test does not build: {other:?}"),
-        })
-    }
-
-    /// A held connection, by `pick`, marked errored if `flags` say.
-    fn take_held(&mut self, pick: usize, flags: u8) -> Option<Pooled<Conn>> {
-        let len = self.held.len();
-        let mut connection = (len > 0).then(|| self.held.swap_remove(pick % len))?;
-        if flags & ERRORED != 0 {
-            connection.mark_errored();
-        }
-        Some(connection)
     }
 }
 
-/// The driver on cmap-core's virtual-time loop.
-impl VirtualDriver<Conn> for Driver {
-    type Error = String;
+/// The driver on cmap-core's virtual-time loop, its books kept by the kit.
+impl VirtualDriver<u64> for Driver {
+    type Error = Infallible;
 
-    fn pool(&mut self) -> &mut Pool<Conn> {
+    fn pool(&mut self) -> &mut Pool<u64> {
         &mut self.pool
     }
 
@@ -201,37 +84,30 @@ impl VirtualDriver<Conn> for Driver {
         &mut self.now
     }
 
-    /// Books a checkout; a check-in, a detach or a clear of this pool is
-    /// never refused (the rest may be, and the recording keeps that too).
-    fn answered(&mut self, answer: Result<Handled<Conn>, HandleError<Conn>>) -> Result<(), String> {
-        match answer {
-            Ok(Handled::CheckOut(CheckOut::Ready(connection))) => self.held.push(connection),
-            Ok(Handled::CheckOut(CheckOut::Later(waiter))) => self.waiting.push(waiter),
-            Ok(_)
-            | Err(HandleError::Usage(UsageError::UnknownConnection(_) | UsageError::UnknownWaiter(_))) => {}
-            Err(HandleError::Usage(UsageError::InvalidSize(_) | UsageError::NotClosed)) => {}
-            Err(e) => return Err(format!("refused: {e:?}")),
+    fn answered(&mut self, answer: Result<Handled<u64>, HandleError<u64>>) -> Result<(), Infallible> {
+        self.books.answered(answer);
+        Ok(())
+    }
+
+    fn perform(&mut self, output: Output<u64>) -> Result<(), Infallible> {
+        if let Output::Action(action) = output {
+            self.delivered += usize::from(matches!(action, cmap_core::Action::Deliver { .. }));
+            self.books.perform(action);
         }
         Ok(())
     }
 
-    fn perform(&mut self, output: Output<Conn>) -> Result<(), String> {
-        match output {
-            Output::Action(Action::Establish { id }) => self.pending.push(id),
-            Output::Action(Action::Deliver { waiter, connection }) => {
-                self.waiting.retain(|w| *w != waiter);
-                self.held.push(connection);
-            }
-            Output::Action(Action::Fail { waiter, .. }) => self.waiting.retain(|w| *w != waiter),
-            Output::Action(_) | Output::Event(_) => {}
-        }
-        Ok(())
-    }
-
-    fn settled(&mut self) -> Result<(), String> {
+    fn settled(&mut self) -> Result<(), Infallible> {
         self.pool.take_events(&mut self.events);
         self.events.clear();
+        self.books.check(&self.pool);
         Ok(())
+    }
+}
+
+impl KeepsBooks for Driver {
+    fn books(&mut self) -> &mut Books {
+        &mut self.books
     }
 }
 
@@ -249,17 +125,19 @@ fn options(max: u32, min: u32, lifetime: bool) -> PoolOptions {
     builder.build().unwrap()
 }
 
-/// Runs `ops` recorded through a ring of `capacity` entries; returns the
-/// recording and the pool's counts at the end.
-fn record(ops: &[Op], capacity: usize, opts: PoolOptions) -> (Recording, cmap_core::Status) {
+/// Runs `steps` between a ready and a close, recorded through a ring of
+/// `capacity` entries; returns the recording, the pool's counts at the end
+/// and the `Deliver` actions the driver performed.
+fn record(steps: &[Step], capacity: usize, opts: PoolOptions) -> (Recording, cmap_core::Status, usize) {
     let mut driver = Driver::new(opts, capacity);
-    virtual_time::apply(&mut driver, Input::Ready).unwrap();
-    for op in ops {
-        driver.step(op);
+    let Ok(()) = virtual_time::apply(&mut driver, Input::Ready);
+    for next in steps {
+        let Ok(()) = testing::step(&mut driver, *next);
     }
-    virtual_time::apply(&mut driver, Input::Close).unwrap();
+    let Ok(()) = virtual_time::apply(&mut driver, Input::Close);
     assert_eq!(driver.pool.recording_incident(), None);
-    (driver.pool.recording().expect("recording"), driver.pool.status())
+    let recording = driver.pool.recording().expect("recording");
+    (recording, driver.pool.status(), driver.delivered)
 }
 
 proptest! {
@@ -267,53 +145,77 @@ proptest! {
     /// and ends in the same state.
     #[test]
     fn random_runs_replay_exactly(
-        ops in proptest::collection::vec(op(), 1..250),
+        steps in proptest::collection::vec(step(), 1..250),
         capacity in prop_oneof![Just(32usize), Just(100), Just(100_000)],
         max in 1u32..5,
         min in 0u32..3,
         lifetime in any::<bool>(),
     ) {
-        let (recording, status) = record(&ops, capacity, options(max, min.min(max), lifetime));
-        let mut file = Vec::new();
-        recording.write_to(&mut file).unwrap();
-        let read = Recording::read_from(&file[..]).unwrap();
-        prop_assert_eq!(&read, &recording);
-        let replay = read.replay(origin()).map_err(|e| TestCaseError::fail(e.to_string()))?;
-        prop_assert_eq!(replay.steps().len(), recording.inputs());
-        prop_assert_eq!(replay.steps().last().map(|s| s.status), Some(status));
-        if capacity == 100_000 {
-            // A ring this large keeps the whole run, from its first input.
-            prop_assert_eq!(replay.steps()[0].input.as_str(), "\"Ready\"");
-        } else {
-            prop_assert!(recording.inputs() + recording.outputs() <= capacity * 2);
-        }
+        replays_exactly(&steps, capacity, options(max, min.min(max), lifetime))?;
     }
+}
+
+/// The property: `steps`, recorded through a ring of `capacity`, written
+/// and read back, replay with the same outputs and end in the same state.
+fn replays_exactly(steps: &[Step], capacity: usize, options: PoolOptions) -> Result<(), TestCaseError> {
+    let (recording, status, _) = record(steps, capacity, options);
+    let mut file = Vec::new();
+    recording.write_to(&mut file).unwrap();
+    let read = Recording::read_from(&file[..]).unwrap();
+    prop_assert_eq!(&read, &recording);
+    let replay = read
+        .replay(origin())
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    prop_assert_eq!(replay.steps().len(), recording.inputs());
+    prop_assert_eq!(replay.steps().last().map(|s| s.status), Some(status));
+    if capacity == 100_000 {
+        // A ring this large keeps the whole run, from its first input.
+        prop_assert_eq!(replay.steps()[0].input.as_str(), "\"Ready\"");
+    } else {
+        prop_assert!(recording.inputs() + recording.outputs() <= capacity * 2);
+    }
+    Ok(())
+}
+
+/// The failure proptest once saved (its seed drew the driver's own `Op`s,
+/// which the kit's steps replaced): events switched on and kept in the
+/// stream, check-ins with nothing held, then a checkout, on a pool of one.
+#[test]
+fn the_saved_failure_stays_fixed() -> Result<(), TestCaseError> {
+    let events = [
+        Step::input(InputKind::EventsEnabled, 0, 0, 0),
+        Step::input(InputKind::EventsApart, 0, 0, 0),
+    ];
+    let check_in = Step::input(InputKind::CheckIn, 0, 0, 0);
+    let mut steps = events.to_vec();
+    steps.extend([check_in; 3]);
+    steps.extend(events);
+    steps.extend([check_in, Step::input(InputKind::CheckOut, 0, 0, 0)]);
+    replays_exactly(&steps, 100_000, options(1, 0, false))
 }
 
 /// A run with a bit of everything, for the tests that alter it.
 fn busy_recording() -> Recording {
-    let mut ops = Vec::new();
-    let input = |kind, flags, value| Op::Input {
-        kind,
-        pick: 0,
-        value,
-        flags,
-    };
-    for round in 0..20u64 {
-        let direct = if round % 2 == 0 { DIRECT } else { 0 };
-        ops.push(input(InputKind::CheckOut, direct | DEADLINE, 100));
-        let network = if round % 2 == 0 { NETWORK } else { 0 };
+    // The kit's flags (`testing::Step::Input`): 1 a deadline of its own
+    // (`value` ms) or an errored check-in, 2 a direct checkout, 4 a direct
+    // check-in. An establishment failure's `value` 0 is a network error,
+    // 2 another.
+    let mut steps = Vec::new();
+    for round in 0..20u16 {
+        let direct = if round % 2 == 0 { 2 } else { 0 };
+        steps.push(Step::input(InputKind::CheckOut, 0, 100, 1 | direct));
         if round % 5 != 3 {
-            ops.push(input(InputKind::Established, 0, 0));
+            steps.push(Step::input(InputKind::Established, 0, 0, 0));
         } else {
-            ops.push(input(InputKind::EstablishFailed, network, 0));
+            let network = if round % 2 == 0 { 0 } else { 2 };
+            steps.push(Step::input(InputKind::EstablishFailed, 0, network, 0));
         }
-        ops.push(Op::Wait { ms: 30 });
-        let errored = if round % 7 == 6 { ERRORED } else { 0 };
-        let direct = if round % 2 == 1 { DIRECT } else { 0 };
-        ops.push(input(InputKind::CheckIn, errored | direct, 0));
+        steps.push(Step::Advance(30));
+        let errored = if round % 7 == 6 { 1 } else { 0 };
+        let direct = if round % 2 == 1 { 4 } else { 0 };
+        steps.push(Step::input(InputKind::CheckIn, 0, 0, errored | direct));
     }
-    record(&ops, 100_000, options(3, 1, false)).0
+    record(&steps, 100_000, options(3, 1, false)).0
 }
 
 fn write(recording: &Recording) -> String {
