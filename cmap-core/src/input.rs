@@ -7,8 +7,10 @@
 //! compile until it knows the new one.
 //!
 //! The typed `handle_*` methods are the same transitions under their own
-//! names, and the fast entry points (`handle_check_out_direct`,
-//! `handle_check_in_direct`) return what a plain input cannot.
+//! names, and the fast entry points return what a plain input cannot:
+//! `handle_check_out_direct` is `Input::CheckOut { direct: true }`, and
+//! `handle_check_in_direct` is `Input::CheckIn` with its hand-over
+//! returned instead of queued (see [`Input::CheckIn`]).
 
 use std::time::Instant;
 
@@ -41,6 +43,15 @@ pub enum Input<C> {
         direct: bool,
     },
     /// A checked-out connection comes back ([`Pool::handle_check_in`]).
+    ///
+    /// [`Pool::handle_check_in_direct`] takes the same input: the same
+    /// transition, the same events, and a connection that goes to the
+    /// oldest queued checkout is handed back to the caller as a
+    /// [`HandOver`](crate::HandOver) instead of queued as an
+    /// `Action::Deliver`. Only the output's shape differs, so it has no
+    /// variant of its own: a recording keeps the hand-over as the
+    /// `Deliver` it stands for, and a replay, which applies this input,
+    /// reproduces it exactly.
     CheckIn(#[cfg_attr(feature = "recorder", serde(with = "crate::recorder::codec::pooled"))] Pooled<C>),
     /// A checked-out connection leaves the pool for good
     /// ([`Pool::handle_detach`]).

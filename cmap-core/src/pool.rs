@@ -399,6 +399,11 @@ impl<C> Pool<C> {
     /// output of the input, are queued as usual. `Ok(None)`: the
     /// connection was pooled or closed.
     ///
+    /// It is [`Input::CheckIn`](crate::Input::CheckIn), the same input:
+    /// only the hand-over's shape differs, so the flight recorder keeps it
+    /// as the `Deliver` it stands for and a replay reproduces it through
+    /// [`Pool::handle`].
+    ///
     /// # Errors
     ///
     /// [`CheckInError::WrongPool`] for a connection another pool created;

@@ -225,8 +225,10 @@ impl Books {
     /// The input a [`Step::Input`] of `kind` stands for on `pool` at `now`,
     /// its arguments from the books (taken out of them where the input
     /// consumes them), or `None` when the books hold nothing to pick from.
-    /// A check-in through `handle_check_in_direct` (flag 4) has no `Input`:
-    /// see [`Books::take_for_direct_check_in`].
+    /// A check-in through `handle_check_in_direct` (flag 4) is an
+    /// `Input::CheckIn` whose hand-over comes back to the caller, and
+    /// `Pool::handle` cannot return it: see
+    /// [`Books::take_for_direct_check_in`].
     pub fn input(
         &mut self,
         pool: &Pool<u64>,
@@ -467,7 +469,8 @@ pub fn step<D: KeepsBooks + ?Sized>(driver: &mut D, step: Step) -> Result<(), D:
     let kind = InputKind::ALL[usize::from(kind) % InputKind::ALL.len()];
     let now = *driver.clock();
     if kind == InputKind::CheckIn && flags & 4 != 0 {
-        // A fast entry point with no `Input` of its own.
+        // `Input::CheckIn` with its hand-over returned, which
+        // `Pool::handle` does not give: see `Input::CheckIn`.
         if let Some(conn) = driver.books().take_for_direct_check_in(pick, flags & 1 != 0) {
             match driver.pool().handle_check_in_direct(now, conn) {
                 Ok(Some(handed)) => driver.books().handed_over(handed),

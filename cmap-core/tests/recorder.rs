@@ -324,3 +324,37 @@ fn a_checkout_served_at_once_is_recorded_with_its_connection() {
     let err = read(&changed.join("\n")).replay(origin()).unwrap_err();
     assert!(matches!(err, ReplayError::Diverged { .. }), "{err}");
 }
+
+/// A check-in through `handle_check_in_direct` is `Input::CheckIn`: a
+/// connection it hands straight to the oldest waiter is recorded as the
+/// `Deliver` it stands for, under the check-in, and a replay, which
+/// applies the input through `Pool::handle`, gives that very `Deliver`.
+#[test]
+fn a_check_in_handed_over_directly_replays_as_its_deliver() {
+    let steps = [
+        // One connection at most: the first checkout gets it by action,
+        // the second waits for it.
+        Step::input(InputKind::CheckOut, 0, 0, 0),
+        Step::input(InputKind::Established, 0, 0, 0),
+        Step::input(InputKind::CheckOut, 0, 0, 0),
+        // Handed back directly: it goes to the waiting checkout.
+        Step::input(InputKind::CheckIn, 0, 0, 4),
+    ];
+    let (recording, _, delivered) = record(&steps, 100_000, options(1, 0, false));
+    assert_eq!(
+        delivered, 1,
+        "the second checkout was served by hand-over, not by action"
+    );
+    let replay = recording.replay(origin()).unwrap();
+    let check_in = replay
+        .steps()
+        .iter()
+        .find(|s| s.input.contains("CheckIn"))
+        .expect("the check-in was recorded");
+    let deliver = check_in
+        .outputs
+        .iter()
+        .find(|o| o.contains("Deliver"))
+        .unwrap_or_else(|| panic!("no Deliver under the check-in: {check_in:?}"));
+    assert!(deliver.contains("WaiterId(2)"), "{deliver}");
+}
