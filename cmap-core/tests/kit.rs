@@ -5,11 +5,11 @@
 //! the driver's state, here a count of the connections it was handed.
 
 use std::convert::Infallible;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use cmap_core::testing::{self, strategy, Books, Step};
+use cmap_core::testing::{self, strategy, Books, KeepsBooks};
 use cmap_core::virtual_time::{self, VirtualDriver};
-use cmap_core::{Action, Address, HandleError, Handled, InputKind, Output, Pool};
+use cmap_core::{Action, Address, HandleError, Handled, Output, Pool};
 use proptest::prelude::*;
 
 proptest! {
@@ -33,22 +33,9 @@ proptest! {
             books: Books::default(),
             handed: Vec::new(),
         };
-        virtual_time::drain(&mut driver).unwrap();
+        let Ok(()) = virtual_time::drain(&mut driver);
         for step in steps {
-            match step {
-                Step::Advance(ms) => {
-                    let until = driver.now + Duration::from_millis(u64::from(ms));
-                    virtual_time::advance(&mut driver, until).unwrap();
-                }
-                Step::Input { kind, pick, value, flags } => {
-                    let kind = InputKind::ALL[usize::from(kind) % InputKind::ALL.len()];
-                    let input = driver.books.input(&driver.pool, driver.now, kind, pick, value, flags);
-                    match input {
-                        Some(input) => virtual_time::apply(&mut driver, input).unwrap(),
-                        None => virtual_time::drain(&mut driver).unwrap(),
-                    }
-                }
-            }
+            let Ok(()) = testing::step(&mut driver, step);
             // The driver's own property: no connection is handed to two
             // checkouts while it is out.
             let mut ids: Vec<_> = driver.handed.clone();
@@ -66,8 +53,8 @@ fn origin() -> Instant {
     Instant::now()
 }
 
-/// A driver that counts what it is handed within one input, beside the
-/// kit's books.
+/// A driver that counts what it is handed by action within one input,
+/// beside the kit's books, which `testing::step` keeps (`KeepsBooks`).
 struct Counting {
     pool: Pool<u64>,
     now: Instant,
@@ -104,5 +91,11 @@ impl VirtualDriver<u64> for Counting {
     fn settled(&mut self) -> Result<(), Infallible> {
         self.books.check(&self.pool);
         Ok(())
+    }
+}
+
+impl KeepsBooks for Counting {
+    fn books(&mut self) -> &mut Books {
+        &mut self.books
     }
 }
