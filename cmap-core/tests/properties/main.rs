@@ -85,6 +85,11 @@
 //! closed so does not count in `returns_bad`; no other close says
 //! `Shrunk`.
 //!
+//! A force close (`handle_force_close`, beyond the spec) is refused until
+//! the pool is closed; then it interrupts exactly the connections in use
+//! not interrupted yet, each closed with reason `poolClosed` and counted
+//! in its answer, and disposed of (reason `stale`) when it comes back.
+//!
 //! `PROPTEST_CASES` sets the number of cases (256 by default; CI runs
 //! 10,000: about 3 s each in release, 15 s in debug, on 2 cores).
 //!
@@ -421,16 +426,19 @@ fn generator_reaches_every_outcome() {
         "reason: Shrunk",
         "-> Err(InvalidSize",
         "-> Err(ResizeClosed",
+        "-> Err(NotClosed",
     ];
     let mut counts = vec![0usize; needles.len()];
     let mut kept_waiting = 0;
     let mut shrunk_on_arrival = 0;
+    let mut forced = 0;
     let mut handled = std::collections::BTreeSet::new();
     for _ in 0..300 {
         let (opts, steps) = strategy.new_tree(&mut runner).unwrap().current();
         let sim = run(&opts, &steps, origin(), Events::Merged, true).unwrap();
         kept_waiting += sim.kept_waiting;
         shrunk_on_arrival += sim.shrunk_on_arrival;
+        forced += sim.forced;
         handled.extend(sim.handled);
         for line in sim.transcript.unwrap() {
             for (n, needle) in needles.iter().enumerate() {
@@ -446,6 +454,7 @@ fn generator_reaches_every_outcome() {
     eprintln!("{}", report.join("\n"));
     eprintln!("checkouts that kept waiting on an overload: {kept_waiting}");
     eprintln!("connections closed for the size as they arrived: {shrunk_on_arrival}");
+    eprintln!("connections in use interrupted by a force close: {forced}");
     for (needle, count) in needles.iter().zip(&counts) {
         assert!(*count > 0, "no `{needle}` in 300 cases:\n{}", report.join("\n"));
     }
@@ -456,6 +465,10 @@ fn generator_reaches_every_outcome() {
     assert!(
         shrunk_on_arrival > 0,
         "no connection closed for the size as it arrived in 300 cases"
+    );
+    assert!(
+        forced > 0,
+        "no connection in use forced by a force close in 300 cases"
     );
     // Every kind of input drawn reached the pool.
     for kind in InputKind::ALL {

@@ -287,6 +287,12 @@ pub(crate) struct Sim {
     pub(crate) step_started: Instant,
     /// This step's clear, if it took effect: (interrupt, service).
     pub(crate) step_clear: Option<(bool, Option<ServiceId>)>,
+    /// This step forces a closed pool's connections in use
+    /// (`Input::ForceClose`).
+    pub(crate) step_force_close: bool,
+    /// Connections in use a force close interrupted (for the generator's
+    /// coverage).
+    pub(crate) forced: u64,
     /// The connection checked in this step, and whether it was errored.
     pub(crate) checking_in: Option<(u64, bool)>,
     /// The connection this step closes by its own input (detach, failed
@@ -409,6 +415,8 @@ impl Sim {
             closed: false,
             step_started: t0,
             step_clear: None,
+            step_force_close: false,
+            forced: 0,
             checking_in: None,
             closing: None,
             step_caused: None,
@@ -638,6 +646,9 @@ impl Sim {
         };
         let reason = match c.state {
             CState::Pending => abandoned,
+            // Forced by a closed pool (beyond the spec): closed as the
+            // pool's.
+            CState::Held { interrupted: false } if self.step_force_close => ClosedReason::PoolClosed,
             // Interrupted (or disposed of after it): the core reports it as
             // stale, the spec's reason for a clear.
             CState::Held { .. } | CState::Disposing => ClosedReason::Stale,

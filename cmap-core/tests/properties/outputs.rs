@@ -272,6 +272,15 @@ impl Sim {
                     }
                 }
             }
+            Action::Interrupt { id } if self.step_force_close => {
+                // A force close: any connection in use, once.
+                self.move_conn(
+                    id.0,
+                    &[CState::Held { interrupted: false }],
+                    CState::Held { interrupted: true },
+                )?;
+                self.count_closed(id.0)?;
+            }
             Action::Interrupt { id } => {
                 // Only by an interrupting clear, and only connections of a
                 // generation it ended (of its service, load-balanced).

@@ -220,14 +220,10 @@ impl fmt::Debug for Drawn {
 /// of `InputKind::ALL` is drawn (`drawn`), a new one too, and the model
 /// fails on a kind it does not follow (`Sim::input`), so that none is
 /// forgotten.
-pub(crate) const SET_ASIDE: [(InputKind, &str); 4] = [
+pub(crate) const SET_ASIDE: [(InputKind, &str); 3] = [
     (
         InputKind::ResetAfterFork,
-        "a fork makes every connection stale, those in use too; tests/rules/pool.rs and the kit's cases cover it",
-    ),
-    (
-        InputKind::ForceClose,
-        "it interrupts a closed pool's connections in use; tests/shutdown.rs and the kit's cases cover it",
+        "a fork clears the pool as a whole even in load-balanced mode, where the model keeps generations per service; tests/rules/pool.rs and the kit's cases cover it",
     ),
     (
         InputKind::EventsEnabled,
@@ -237,7 +233,7 @@ pub(crate) const SET_ASIDE: [(InputKind, &str); 4] = [
 ];
 
 /// The steps that feed the pool an input of `kind`, each with how often it
-/// comes (out of 275 for all steps); none for a kind `SET_ASIDE`.
+/// comes (out of 277 for all steps); none for a kind `SET_ASIDE`.
 pub(crate) fn drawn(kind: InputKind) -> Vec<(u32, BoxedStrategy<Step>)> {
     let pick = any::<usize>();
     // An input of this kind, at the driver's clock.
@@ -315,6 +311,8 @@ pub(crate) fn drawn(kind: InputKind) -> Vec<(u32, BoxedStrategy<Step>)> {
         )],
         InputKind::Ready => vec![(20, Just(input(0, 0, 0)).boxed())],
         InputKind::Close => vec![(1, Just(input(0, 0, 0)).boxed())],
+        // Refused until the pool is closed; then it interrupts.
+        InputKind::ForceClose => vec![(2, Just(input(0, 0, 0)).boxed())],
         InputKind::Resize => vec![(
             8,
             (0..=4i64, 0..=6i64)

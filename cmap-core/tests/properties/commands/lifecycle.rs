@@ -1,11 +1,12 @@
-//! The pool's state: `Input::Clear`, `Input::Ready`, `Input::Close`.
+//! The pool's state: `Input::Clear`, `Input::Ready`, `Input::Close`,
+//! `Input::ForceClose`.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use cmap_core::{Clear, Input, PoolState, ServiceId, UsageError};
+use cmap_core::{Clear, Handled, Input, PoolState, ServiceId, UsageError};
 
-use crate::model::Sim;
+use crate::model::{CState, Sim};
 use crate::steps::{Drawn, INTERRUPT, WRONG_MODE};
 
 impl Sim {
@@ -70,5 +71,45 @@ impl Sim {
         ensure!(r.is_ok(), "close: {r:?}");
         self.log(|| "close".to_owned());
         self.after(false)
+    }
+
+    /// `Input::ForceClose`: refused (`NotClosed`) until the pool is
+    /// closed; then every connection still in use and not interrupted
+    /// already is interrupted (`Action::Interrupt`), closed in the pool's
+    /// books with reason `PoolClosed`, and counted in the answer; the
+    /// holder's connection is disposed of when it comes back.
+    pub(crate) fn force_close(&mut self, now: Instant) -> Result<(), String> {
+        let live = self
+            .conns
+            .iter()
+            .filter(|c| c.state == CState::Held { interrupted: false })
+            .count();
+        self.step_force_close = self.closed;
+        let r = self.handle(now, Input::ForceClose)?;
+        self.log(|| format!("force close -> {r:?}"));
+        if self.closed {
+            ensure!(
+                matches!(r, Ok(Handled::ForceClosed(n)) if n == live),
+                "force close of {live} in use: {r:?}"
+            );
+            self.forced += live as u64;
+        } else {
+            ensure!(
+                matches!(r, Err(UsageError::NotClosed)),
+                "force close of a pool not closed: {r:?}"
+            );
+        }
+        self.after(false)?;
+        // Interrupted, each by its own action (`on_action`).
+        let left = self
+            .conns
+            .iter()
+            .filter(|c| c.state == CState::Held { interrupted: false })
+            .count();
+        ensure!(
+            !self.closed || left == 0,
+            "{left} connections in use left uninterrupted by a force close"
+        );
+        Ok(())
     }
 }

@@ -35,6 +35,7 @@ impl Sim {
         self.touched.clear();
         self.step_generation = self.generation;
         self.step_clear = None;
+        self.step_force_close = false;
         self.checking_in = None;
         self.closing = None;
         self.step_caused = None;
@@ -80,6 +81,7 @@ impl Sim {
             InputKind::Clear => self.clear(now, drawn),
             InputKind::Ready => self.ready(now),
             InputKind::Close => self.close(now),
+            InputKind::ForceClose => self.force_close(now),
             InputKind::Resize => self.resize(drawn.sizes()),
             InputKind::Timeout => self.timeout(now),
             kind => Err(format!("a kind of input the model does not follow: {kind:?}")),
