@@ -52,8 +52,15 @@ impl<C> Pool<C> {
     pub fn handle_reset_after_fork(&mut self, now: Instant) {
         record!(self.record_input(now, || crate::Input::ResetAfterFork));
         self.advance(now);
+        if self.state == PoolState::Closed {
+            return;
+        }
         self.backoff.auto_ready_at = None;
         self.clear(ClearCause::Forked, true);
+        // Every connection lent out or pending is the parent's, whatever
+        // its generation: a load-balanced one carries its service's, which
+        // the whole-pool clear above does not compare.
+        self.interrupt(|_| true, |_| true);
         for available in self.conns.extract_available(|_| true) {
             self.close(&available.meta, available.conn, ClosedReason::Stale, None);
         }

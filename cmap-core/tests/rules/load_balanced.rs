@@ -136,3 +136,36 @@ fn load_balanced_clear_keeps_the_wait_queue() {
     h.drain();
     assert_eq!(h.delivered[0].0, w);
 }
+
+/// Every connection lent out before a fork is the parent's, whatever its
+/// service's generation: a reset after fork interrupts them all, the ones
+/// of a service cleared earlier (generation 1, above the pool's 0) too
+/// (spec: "Forking"; a load-balanced connection carries its service's
+/// generation, which a whole-pool clear does not compare).
+#[test]
+fn load_balanced_reset_after_fork_interrupts_connections_of_cleared_services() {
+    let mut h = lb_harness();
+    let (s1, s2) = (ServiceId([1; 12]), ServiceId([2; 12]));
+    let old = take_for_service(&mut h, s1);
+    let clear_s1 = Clear {
+        service_id: Some(s1),
+        ..Clear::default()
+    };
+    h.pool.handle_clear(h.now, clear_s1).unwrap();
+    let a = take_for_service(&mut h, s1);
+    let b = take_for_service(&mut h, s2);
+    assert_eq!(a.generation(), 1);
+    h.pool.handle_reset_after_fork(h.now);
+    h.drain();
+    h.interrupted.sort();
+    assert_eq!(h.interrupted, [old.id(), a.id(), b.id()]);
+    assert_eq!(h.pool.status().in_use, 0);
+    for c in [old, a, b] {
+        h.check_in(c);
+    }
+    assert_eq!(
+        h.pool.status().total,
+        0,
+        "the parent's connections are not pooled"
+    );
+}
