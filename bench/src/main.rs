@@ -63,8 +63,11 @@ commands:
   outage   cmap-tokio, cmap-blocking, deadpool and bb8 on PostgreSQL (127.0.0.1:5432) through a
            fault proxy that refuses, cuts, blackholes or delays; with --out DIR writes
            DIR/reliability.md. `outage --chaos --seed S --minutes M`: a seeded schedule of faults on
-           the four pools at once; `outage --soak --pools P --minutes M`: one pool for an hour, a cut
-           every 30 s, memory and fds each minute (`--soak-report A.tsv,B.tsv` tables them);
+           the four pools and the MongoDB pair (cmap-mongodb, the official driver; FerretDB) at once
+           (`outage --chaos --help`); `outage --spike-only [--spike-delay-ms A] [--packet-delay-ms B]`:
+           the spike alone, with the adaptive pace too, new connections held A ms or every packet
+           delayed B ms (a long link); `outage --soak --pools P --minutes M`: one pool for an hour, a
+           cut every 30 s, memory and fds each minute (`--soak-report A.tsv,B.tsv` tables them);
            `outage --flood`: 100,000 1 ms checkouts and 10,000 cancelled waiters on cmap-tokio
   soak-core
            cmap-core's pool on virtual time for --hours H (default 24), random inputs, its
@@ -93,6 +96,8 @@ options:
   --spike-rounds N     spike rounds, each on a fresh pool (default 5)
   --runs N             outage, mongo: runs of every scenario (default 3)
   --spike-delay-ms A,B outage: spikes with the proxy delaying new connections this long (default 0,100)
+  --packet-delay-ms A  outage: spikes over a long link, the proxy delaying every packet either way this
+                       long (default none)
   --jobs N             instructions: callgrind runs at a time (default 2)
 ";
 
@@ -116,6 +121,7 @@ pub struct Options {
     pub spike_rounds: usize,
     pub runs: usize,
     pub spike_delays: Vec<u64>,
+    pub packet_delays: Vec<u64>,
     pub jobs: usize,
     /// `cycles-inner` (run by `instructions` under callgrind): the pool,
     /// the regime and the cycles.
@@ -151,6 +157,7 @@ fn parse(args: Vec<String>) -> Result<Options, String> {
         spike_rounds: 5,
         runs: 3,
         spike_delays: vec![0, 100],
+        packet_delays: Vec::new(),
         jobs: 2,
         pool: String::new(),
         regime: "a".to_owned(),
@@ -186,6 +193,7 @@ fn parse(args: Vec<String>) -> Result<Options, String> {
             "--spike-rounds" => o.spike_rounds = num(value()?)?.max(1) as usize,
             "--runs" => o.runs = num(value()?)?.max(1) as usize,
             "--spike-delay-ms" => o.spike_delays = list(&value()?, "--spike-delay-ms")?,
+            "--packet-delay-ms" => o.packet_delays = list(&value()?, "--packet-delay-ms")?,
             "--jobs" => o.jobs = num(value()?)?.max(1) as usize,
             "--pool" => o.pool = value()?,
             "--regime" => o.regime = value()?,
@@ -451,6 +459,11 @@ fn run(o: &Options) -> Result<(), String> {
                 runs: o.runs,
                 pools,
                 spike_delays: o.spike_delays.iter().map(|d| Duration::from_millis(*d)).collect(),
+                packet_delays: o
+                    .packet_delays
+                    .iter()
+                    .map(|d| Duration::from_millis(*d))
+                    .collect(),
                 out: o.out.clone(),
                 args: o.args.clone(),
             })?;

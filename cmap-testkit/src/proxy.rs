@@ -18,6 +18,12 @@
 //! [`Proxy::cut`] closes every existing proxied connection and keeps
 //! accepting (the brief's "cut" mode).
 //!
+//! [`Proxy::set_latency`], apart from the mode, makes every connection a
+//! long link: each chunk read from either side is written to the other
+//! that much later, in order, while the next ones are already read (a
+//! latency line, not a stall: a round trip takes twice the latency
+//! whatever the traffic). The end of a stream travels the line too.
+//!
 //! Only loopback addresses are accepted, and every loop ends by itself:
 //! the proxy stops when its handle is dropped or after `MAX_LIFETIME`,
 //! whichever comes first; dropping its runtime closes every socket.
@@ -27,6 +33,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
@@ -34,8 +41,14 @@ use tokio::sync::{mpsc, watch};
 /// channel, so that callers inside an async runtime may wait on it too.
 type Ack = std::sync::mpsc::Sender<Instant>;
 
-/// How long a proxy may run at most, whatever happens to its handle.
+/// How long a proxy may run at most, whatever happens to its handle
+/// (unless started with [`Proxy::start_for`]).
 const MAX_LIFETIME: Duration = Duration::from_secs(300);
+
+/// Chunks in flight on one direction of a latency line: what a reader may
+/// run ahead of its writer (each chunk up to `CHUNK` bytes).
+const LINE: usize = 256;
+const CHUNK: usize = 16 * 1024;
 
 /// What the proxy does with connections.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,6 +66,7 @@ pub enum Mode {
 enum Command {
     Mode(Mode),
     Cut,
+    Latency(Duration),
 }
 
 /// The handle: switches the mode; dropping it stops the proxy.
@@ -64,8 +78,16 @@ pub struct Proxy {
 
 impl Proxy {
     /// Starts a proxy on a free loopback port, forwarding to `upstream`
-    /// (which must be a loopback address), in mode `Pass`.
+    /// (which must be a loopback address), in mode `Pass`; it stops by
+    /// itself after 300 s.
     pub fn start(upstream: SocketAddr) -> std::io::Result<Proxy> {
+        Proxy::start_for(upstream, MAX_LIFETIME)
+    }
+
+    /// [`start`](Self::start), stopping by itself after `lifetime` instead
+    /// (a benchmark longer than 300 s whose clients cannot follow a new
+    /// port).
+    pub fn start_for(upstream: SocketAddr, lifetime: Duration) -> std::io::Result<Proxy> {
         if !upstream.ip().is_loopback() {
             return Err(std::io::Error::other(
                 "the fault proxy forwards to loopback addresses only",
@@ -85,7 +107,7 @@ impl Proxy {
             .spawn(move || {
                 rt.block_on(async {
                     if let Ok(listener) = TcpListener::from_std(listener) {
-                        serve(listener, port, upstream, rx).await;
+                        serve(listener, port, upstream, rx, lifetime).await;
                     }
                 });
                 // Dropping the runtime drops every connection task, and with
@@ -114,6 +136,13 @@ impl Proxy {
     /// the mode says); returns the instant it was done.
     pub fn cut(&self) -> Instant {
         self.send(Command::Cut)
+    }
+
+    /// Delays every chunk forwarded from now on, either way, on every
+    /// connection, by `latency` (zero: none, the start); returns the
+    /// instant it was in effect.
+    pub fn set_latency(&self, latency: Duration) -> Instant {
+        self.send(Command::Latency(latency))
     }
 
     /// Runs `work` while every new connection waits `delay` before it is
@@ -165,10 +194,12 @@ async fn serve(
     port: u16,
     upstream: SocketAddr,
     mut commands: mpsc::Receiver<(Command, Ack)>,
+    lifetime: Duration,
 ) {
-    let deadline = tokio::time::Instant::now() + MAX_LIFETIME;
+    let deadline = tokio::time::Instant::now() + lifetime;
     let (mode_tx, mode_rx) = watch::channel(Mode::Pass);
     let (cut_tx, cut_rx) = watch::channel(0u64);
+    let (latency_tx, latency_rx) = watch::channel(Duration::ZERO);
     let mut listener = Some(listener);
     loop {
         tokio::select! {
@@ -193,13 +224,21 @@ async fn serve(
                     Command::Cut => {
                         cut_tx.send_modify(|epoch| *epoch += 1);
                     }
+                    Command::Latency(latency) => {
+                        latency_tx.send_replace(latency);
+                    }
                 }
                 let _ = ack.send(Instant::now());
             }
             accepted = accept(listener.as_ref()) => {
                 if let Ok((client, _)) = accepted {
                     let _ = client.set_nodelay(true);
-                    tokio::spawn(forward(client, upstream, mode_rx.clone(), cut_rx.clone()));
+                    let watches = Watches {
+                        mode: mode_rx.clone(),
+                        cut: cut_rx.clone(),
+                        latency: latency_rx.clone(),
+                    };
+                    tokio::spawn(forward(client, upstream, watches));
                 }
             }
             () = tokio::time::sleep_until(deadline) => break,
@@ -214,14 +253,21 @@ async fn accept(listener: Option<&TcpListener>) -> std::io::Result<(TcpStream, S
     }
 }
 
-/// One proxied connection, until either side closes it, it is cut, or the
-/// proxy stops.
-async fn forward(
-    client: TcpStream,
-    upstream: SocketAddr,
-    mut mode: watch::Receiver<Mode>,
-    mut cut: watch::Receiver<u64>,
-) {
+/// What a connection follows of the proxy's settings.
+struct Watches {
+    mode: watch::Receiver<Mode>,
+    cut: watch::Receiver<u64>,
+    latency: watch::Receiver<Duration>,
+}
+
+/// One proxied connection, until either side closes it (its end through
+/// the latency line), it is cut, or the proxy stops.
+async fn forward(client: TcpStream, upstream: SocketAddr, watches: Watches) {
+    let Watches {
+        mut mode,
+        mut cut,
+        latency,
+    } = watches;
     let epoch = *cut.borrow_and_update();
     // Before connecting upstream: hold the connection through a blackhole,
     // wait out a delay.
@@ -248,27 +294,77 @@ async fn forward(
         return;
     };
     let _ = server.set_nodelay(true);
-    let (mut client_read, mut client_write) = client.into_split();
-    let (mut server_read, mut server_write) = server.into_split();
-    let mut up = vec![0u8; 16 * 1024];
-    let mut down = vec![0u8; 16 * 1024];
-    loop {
-        let forwarding = *mode.borrow_and_update() != Mode::Blackhole;
-        tokio::select! {
-            read = client_read.read(&mut up), if forwarding => {
-                match read {
-                    Ok(0) | Err(_) => return,
-                    Ok(n) => if server_write.write_all(&up[..n]).await.is_err() { return },
-                }
+    let (client_read, client_write) = client.into_split();
+    let (server_read, server_write) = server.into_split();
+    let up = line(client_read, server_write, mode.clone(), latency.clone());
+    let down = line(server_read, client_write, mode, latency);
+    tokio::select! {
+        () = up => {}
+        () = down => {}
+        () = async {
+            while cut.changed().await.is_ok() && *cut.borrow() == epoch {}
+        } => {}
+    }
+}
+
+/// One direction of a connection: every chunk read from `from` at `t` is
+/// written to `to` at `t` + the latency then set, in order; the reader
+/// goes on meanwhile (up to `LINE` chunks ahead). In a blackhole neither
+/// side moves: nothing is read, and what is on the line waits. Ends when
+/// `from` has ended and the line is empty, or on an error.
+async fn line(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    mode: watch::Receiver<Mode>,
+    latency: watch::Receiver<Duration>,
+) {
+    let (tx, mut rx) = mpsc::channel::<(tokio::time::Instant, Vec<u8>)>(LINE);
+    let mut read_mode = mode.clone();
+    // Owns `tx`: when it ends, the writer ends once the line is empty.
+    let read = async move {
+        let mut buf = vec![0u8; CHUNK];
+        loop {
+            if !forwarding(&mut read_mode).await {
+                return;
             }
-            read = server_read.read(&mut down), if forwarding => {
-                match read {
+            tokio::select! {
+                read = from.read(&mut buf) => match read {
                     Ok(0) | Err(_) => return,
-                    Ok(n) => if client_write.write_all(&down[..n]).await.is_err() { return },
-                }
+                    Ok(n) => {
+                        let due = tokio::time::Instant::now() + *latency.borrow();
+                        if tx.send((due, buf[..n].to_vec())).await.is_err() {
+                            return;
+                        }
+                    }
+                },
+                // A blackhole stops the reading at once.
+                changed = read_mode.changed() => if changed.is_err() { return },
             }
-            changed = mode.changed() => if changed.is_err() { return },
-            changed = cut.changed() => if changed.is_err() || *cut.borrow() != epoch { return },
+        }
+    };
+    let mut write_mode = mode;
+    let write = async move {
+        while let Some((due, chunk)) = rx.recv().await {
+            tokio::time::sleep_until(due).await;
+            if !forwarding(&mut write_mode).await || to.write_all(&chunk).await.is_err() {
+                return;
+            }
+        }
+    };
+    // The writer ends the line: on an error, or once the reader has ended
+    // (dropping `tx`) and the line is empty.
+    tokio::select! {
+        () = write => {}
+        () = async { read.await; std::future::pending().await } => {}
+    }
+}
+
+/// Waits out a blackhole; false when the proxy stopped meanwhile.
+async fn forwarding(mode: &mut watch::Receiver<Mode>) -> bool {
+    while *mode.borrow_and_update() == Mode::Blackhole {
+        if mode.changed().await.is_err() {
+            return false;
         }
     }
+    true
 }

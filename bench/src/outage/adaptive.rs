@@ -1,11 +1,13 @@
 //! The spike with the adaptive establishment pace
 //! (`adaptive_connecting`), beside the fixed maxConnecting and the peers:
-//! `bench outage --spike-only [--runs N] [--spike-delay-ms A,B]` runs the
-//! spike alone (the scenario of `bench outage`'s spike tables: maxPoolSize
-//! 50, minPoolSize 5, 50 requests at once each holding its connection
-//! 150 ms) for cmap-tokio and cmap-blocking with either pace, deadpool and
-//! bb8, and prints its table with each row's p50 and p99 against
-//! deadpool's.
+//! `bench outage --spike-only [--runs N] [--spike-delay-ms A,B]
+//! [--packet-delay-ms C,D]` runs the spike alone (the scenario of `bench
+//! outage`'s spike tables: maxPoolSize 50, minPoolSize 5, 50 requests at
+//! once each holding its connection 150 ms) for cmap-tokio and
+//! cmap-blocking with either pace, deadpool and bb8, once per link: new
+//! connections held A ms by the proxy, or every packet delayed C ms either
+//! way (a long link; default: a 100 ms connect delay alone), and prints
+//! its table with each row's p50 and p99 against deadpool's.
 
 use std::future::Future;
 use std::time::Duration;
@@ -13,7 +15,7 @@ use std::time::Duration;
 use cmap_tokio::AdaptiveConnecting;
 
 use super::pg::{self, AsyncPgPool, BlockingManager, CmapManager, PgSetup};
-use super::{spike, Table, SPIKE_MAX};
+use super::{spike, Link, Table, SPIKE_MAX};
 
 pub const TOKIO: &str = "cmap-tokio, adaptive";
 pub const BLOCKING: &str = "cmap-blocking, adaptive";
@@ -85,25 +87,34 @@ const POOLS: [&str; 6] = [
 /// `bench outage --spike-only`: `args` starts with `--spike-only`.
 pub fn run(args: &[String]) -> Result<(), String> {
     let mut runs = 2usize;
-    let mut delays = vec![Duration::from_millis(100)];
+    let mut delays: Option<Vec<Duration>> = None;
+    let mut packets: Vec<Duration> = Vec::new();
     let mut it = args.iter().skip(1);
     while let Some(arg) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{arg} needs a value"));
         match arg.as_str() {
             "--runs" => runs = value()?.parse().map_err(|e| format!("--runs: {e}"))?,
-            "--spike-delay-ms" => {
-                delays = value()?
-                    .split(',')
-                    .map(|d| d.trim().parse().map(Duration::from_millis))
-                    .collect::<Result<_, _>>()
-                    .map_err(|e| format!("--spike-delay-ms: {e}"))?;
-            }
+            "--spike-delay-ms" => delays = Some(millis(value()?, arg)?),
+            "--packet-delay-ms" => packets = millis(value()?, arg)?,
             _ => return Err(format!("outage --spike-only: unknown option {arg}")),
         }
     }
-    for delay in delays {
+    let delays = match delays {
+        Some(d) => d,
+        None if packets.is_empty() => vec![Duration::from_millis(100)],
+        None => Vec::new(),
+    };
+    let links = delays
+        .into_iter()
+        .map(Link::connect)
+        .chain(packets.into_iter().map(Link::packet));
+    for link in links {
         let mut table = Table {
-            title: "Spike, adaptive pace",
+            title: if link.packet.is_zero() {
+                "Spike, adaptive pace"
+            } else {
+                "Spike over a long link, adaptive pace"
+            },
             what: "",
             columns: super::spike_columns(),
             rows: Vec::new(),
@@ -112,18 +123,14 @@ pub fn run(args: &[String]) -> Result<(), String> {
             sample_is: "",
         };
         for run in 1..=runs {
-            eprintln!(
-                "run {run}/{runs}, connect delay {} ms (load {})",
-                delay.as_millis(),
-                super::uptime()
-            );
+            eprintln!("run {run}/{runs}, {link} (load {})", super::uptime());
             for pool in POOLS {
-                let row = spike(pool, delay);
+                let row = spike(pool, link);
                 eprintln!("  {pool}: {row:?}");
                 table.push(pool, row);
             }
         }
-        println!("{}", table.markdown());
+        println!("{link}\n\n{}", table.markdown());
         // Each row's p50 and p99 against deadpool's: its worst run
         // against deadpool's best, and its best against deadpool's worst.
         let column = |pool: &str, c: usize| -> Vec<f64> {
@@ -152,4 +159,12 @@ pub fn run(args: &[String]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// A list of milliseconds, `A,B`.
+fn millis(list: &str, flag: &str) -> Result<Vec<Duration>, String> {
+    list.split(',')
+        .map(|d| d.trim().parse().map(Duration::from_millis))
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("{flag}: {e}"))
 }

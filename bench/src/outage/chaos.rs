@@ -1,8 +1,10 @@
 //! `bench outage --chaos --seed S --minutes M` (issue 34): a random
 //! schedule of faults, drawn from the seed, applied to the four
-//! PostgreSQL pools at once while the usual load runs on each.
+//! PostgreSQL pools and the MongoDB pair at once while the usual load
+//! runs on each.
 //!
-//! Every pool (cmap-tokio, cmap-blocking, deadpool, bb8) gets its own fault
+//! Every pool (cmap-tokio, cmap-blocking, deadpool, bb8; cmap-mongodb and
+//! the official driver, on FerretDB: [`mongo`]) gets its own fault
 //! proxy ([`Route`]) and the load of `bench outage` (maxPoolSize 10, 5 s
 //! wait timeout, 50 tasks looping over `get()` and `select 1`, 10 ms
 //! pause after an error); one scheduler thread applies each step to every
@@ -21,9 +23,10 @@
 //! after refuse or blackhole) to the first success, panics, and the pool's
 //! total against maxPoolSize every 100 ms; at the end, the server's own
 //! count of the pool's sessions (`pg_stat_activity`, by
-//! `application_name`) against the pool's count, and again after the pool
-//! is dropped.
+//! `application_name`; FerretDB's open connections) against the pool's
+//! count, and again after the pool is dropped.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU16, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -32,6 +35,8 @@ use cmap_testkit::proxy::{Mode, Proxy};
 
 use super::pg::{self, AsyncPgPool, PgSetup};
 use crate::fleet::rng::Rng;
+
+mod mongo;
 
 pub const POOLS: [&str; 4] = ["cmap-tokio", pg::CMAP_BLOCKING, "deadpool", "bb8"];
 pub const TASKS: usize = 50;
@@ -187,25 +192,51 @@ fn upstream() -> std::net::SocketAddr {
     POSTGRES.parse().expect("a socket address")
 }
 
-/// A pool's way to PostgreSQL: the project's fault proxy, renewed before
+/// A pool's way to its server: the project's fault proxy, renewed before
 /// it reaches its 300 s lifetime; the managers read the port from `port`.
+/// A route whose clients cannot follow a new port ([`Route::fixed`]) keeps
+/// one proxy for the whole run, and a renewal is a cut there.
 pub struct Route {
     proxy: Proxy,
     pub port: Arc<AtomicU16>,
+    upstream: std::net::SocketAddr,
+    fixed: bool,
 }
 
 impl Route {
+    /// To PostgreSQL, renewed as the schedule says.
     pub fn start() -> Route {
         let proxy = Proxy::start(upstream()).expect("the fault proxy starts");
+        Route::of(proxy, upstream(), false)
+    }
+
+    /// To `upstream`, one proxy living `lifetime`.
+    pub fn fixed(upstream: std::net::SocketAddr, lifetime: Duration) -> Route {
+        let proxy = Proxy::start_for(upstream, lifetime).expect("the fault proxy starts");
+        Route::of(proxy, upstream, true)
+    }
+
+    fn of(proxy: Proxy, upstream: std::net::SocketAddr, fixed: bool) -> Route {
         let port = Arc::new(AtomicU16::new(proxy.port()));
-        Route { proxy, port }
+        Route {
+            proxy,
+            port,
+            upstream,
+            fixed,
+        }
     }
 
     /// Applies `fault`, on a new proxy when `renew` (the old one is then
-    /// dropped, which closes its sessions); returns when it took effect.
+    /// dropped, which closes its sessions; on a fixed route: the sessions
+    /// cut); returns when it took effect.
     pub fn apply(&mut self, fault: Fault, renew: bool) -> Instant {
+        if renew && self.fixed {
+            let at = Self::set(&self.proxy, fault);
+            self.proxy.cut();
+            return at;
+        }
         if renew {
-            let fresh = Proxy::start(upstream()).expect("the fault proxy starts");
+            let fresh = Proxy::start(self.upstream).expect("the fault proxy starts");
             Self::set(&fresh, fault);
             self.port.store(fresh.port(), Ordering::Relaxed);
             drop(std::mem::replace(&mut self.proxy, fresh));
@@ -421,10 +452,14 @@ fn count_panics(probes: Vec<Arc<Probe>>) {
     std::panic::set_hook(Box::new(move |info| {
         let thread = std::thread::current();
         let name = thread.name().unwrap_or("");
-        match PANICS
-            .get()
-            .and_then(|probes| probes.iter().find(|p| name.contains(p.name)))
-        {
+        // The longest name the thread's contains: `chaos-cmap-mongodb`
+        // is cmap-mongodb's, not mongodb's.
+        match PANICS.get().and_then(|probes| {
+            probes
+                .iter()
+                .filter(|p| name.contains(p.name))
+                .max_by_key(|p| p.name.len())
+        }) {
             Some(p) => p.panics.fetch_add(1, Ordering::Relaxed),
             None => OTHER_PANICS.fetch_add(1, Ordering::Relaxed),
         };
@@ -444,21 +479,52 @@ pub struct Running {
     pub drop_pool: Box<dyn FnOnce() + Send>,
 }
 
-async fn load_task<P: AsyncPgPool>(
-    pool: Arc<P>,
+/// How one round of a chaos task ended.
+pub enum Round {
+    /// The checkout succeeded; then the query did or did not.
+    Served { query_ok: bool },
+    /// The checkout failed.
+    Failed,
+}
+
+/// A pool the chaos load runs on: one round is a checkout, timed by the
+/// probe against its deadline, then one query on the connection.
+pub trait Load: Send + Sync + 'static {
+    fn round(&self, probe: &Probe, task: usize) -> impl Future<Output = Round> + Send;
+}
+
+/// The PostgreSQL pools: `get()`, then `select 1` given up after 1 s (the
+/// guard is then dropped: the connection goes back to the pool).
+impl<P: AsyncPgPool> Load for P {
+    async fn round(&self, probe: &Probe, task: usize) -> Round {
+        let began = probe.begin(task);
+        match self.get().await {
+            Ok(conn) => {
+                probe.end(task, began, Ok(()));
+                let done = tokio::time::timeout(QUERY_TIMEOUT, conn.simple_query("select 1")).await;
+                Round::Served {
+                    query_ok: matches!(done, Ok(Ok(_))),
+                }
+            }
+            Err(e) => {
+                probe.end(task, began, Err(e));
+                Round::Failed
+            }
+        }
+    }
+}
+
+async fn load_task<L: Load>(
+    pool: Arc<L>,
     probe: Arc<Probe>,
     task: usize,
     stop: Arc<AtomicBool>,
     think: Duration,
 ) {
     while !stop.load(Ordering::Relaxed) {
-        let began = probe.begin(task);
-        match pool.get().await {
-            Ok(conn) => {
-                probe.end(task, began, Ok(()));
-                let done = tokio::time::timeout(QUERY_TIMEOUT, conn.simple_query("select 1")).await;
-                drop(conn);
-                if !matches!(done, Ok(Ok(_))) {
+        match pool.round(&probe, task).await {
+            Round::Served { query_ok } => {
+                if !query_ok {
                     probe.query_failures.fetch_add(1, Ordering::Relaxed);
                     tokio::time::sleep(PAUSE).await;
                 }
@@ -466,19 +532,19 @@ async fn load_task<P: AsyncPgPool>(
                     tokio::time::sleep(think).await;
                 }
             }
-            Err(e) => {
-                probe.end(task, began, Err(e));
-                tokio::time::sleep(PAUSE).await;
-            }
+            Round::Failed => tokio::time::sleep(PAUSE).await,
         }
     }
 }
 
-fn run_async<P: AsyncPgPool>(
-    setup: &PgSetup,
+/// Builds a pool with `build` on a 2-worker tokio runtime of its own (its
+/// threads named after the probe's pool) and starts the load on it;
+/// `total` and `stats` read it while it lives.
+pub fn run_async<L: Load>(
+    build: impl Future<Output = L>,
     probe: Arc<Probe>,
-    total: fn(&P) -> usize,
-    stats: fn(&P) -> Option<(cmap_core::Status, cmap_core::Stats)>,
+    total: fn(&L) -> usize,
+    stats: fn(&L) -> Option<(cmap_core::Status, cmap_core::Stats)>,
     think: Duration,
 ) -> Running {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -487,20 +553,21 @@ fn run_async<P: AsyncPgPool>(
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    let pool = Arc::new(rt.block_on(P::build(setup)));
+    let pool = Arc::new(rt.block_on(build));
     let stop = Arc::new(AtomicBool::new(false));
     let tasks: Vec<_> = (0..TASKS)
         .map(|i| rt.spawn(load_task(pool.clone(), probe.clone(), i, stop.clone(), think)))
         .collect();
-    let for_total = pool.clone();
-    let for_stats = pool.clone();
-    let kept: Arc<Mutex<Option<Arc<P>>>> = Arc::new(Mutex::new(Some(pool)));
+    // Weak: once `drop_pool` has dropped it, nothing else keeps the pool.
+    let for_total = Arc::downgrade(&pool);
+    let for_stats = Arc::downgrade(&pool);
+    let kept: Arc<Mutex<Option<Arc<L>>>> = Arc::new(Mutex::new(Some(pool)));
     let kept_for_drop = kept.clone();
     let rt = Arc::new(Mutex::new(Some(rt)));
     let rt_for_drop = rt.clone();
     Running {
-        total: Box::new(move || total(&for_total)),
-        stats: Box::new(move || stats(&for_stats)),
+        total: Box::new(move || for_total.upgrade().map_or(0, |p| total(&p))),
+        stats: Box::new(move || for_stats.upgrade().and_then(|p| stats(&p))),
         finish: Box::new(move |wait| {
             stop.store(true, Ordering::Relaxed);
             let guard = rt.lock().unwrap_or_else(|e| e.into_inner());
@@ -562,13 +629,13 @@ fn run_blocking(setup: &PgSetup, probe: Arc<Probe>, think: Duration) -> Running 
             })
             .expect("a load thread");
     }
-    let for_total = pool.clone();
-    let for_stats = pool.clone();
+    let for_total = Arc::downgrade(&pool);
+    let for_stats = Arc::downgrade(&pool);
     let kept = Arc::new(Mutex::new(Some(pool)));
     let kept_for_drop = kept.clone();
     Running {
-        total: Box::new(move || for_total.status().total),
-        stats: Box::new(move || Some((for_stats.status(), for_stats.stats()))),
+        total: Box::new(move || for_total.upgrade().map_or(0, |p| p.status().total)),
+        stats: Box::new(move || for_stats.upgrade().map(|p| (p.status(), p.stats()))),
         finish: Box::new(move |wait| {
             stop.store(true, Ordering::Relaxed);
             let until = Instant::now() + wait;
@@ -587,16 +654,22 @@ fn run_blocking(setup: &PgSetup, probe: Arc<Probe>, think: Duration) -> Running 
 /// `think` after a successful query (none in the chaos run).
 pub fn start(name: &'static str, setup: &PgSetup, probe: Arc<Probe>, think: Duration) -> Running {
     match name {
-        "cmap-tokio" => run_async::<pg::CmapTokio>(
-            setup,
+        "cmap-tokio" => run_async(
+            pg::CmapTokio::build(setup),
             probe,
             |p| p.0.status().total,
             |p| Some((p.0.status(), p.0.stats())),
             think,
         ),
-        "deadpool" => run_async::<pg::Deadpool>(setup, probe, |p| p.0.status().size, |_| None, think),
-        "bb8" => run_async::<pg::Bb8>(
-            setup,
+        "deadpool" => run_async(
+            pg::Deadpool::build(setup),
+            probe,
+            |p| p.0.status().size,
+            |_| None,
+            think,
+        ),
+        "bb8" => run_async(
+            pg::Bb8::build(setup),
             probe,
             |p| p.0.state().connections as usize,
             |_| None,
@@ -695,6 +768,31 @@ fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
     Some(sorted[i])
 }
 
+/// One pool of the run, by its server.
+enum Target {
+    /// On PostgreSQL, through a proxy renewed as the schedule says.
+    Pg(PgSetup),
+    /// On a FerretDB of its own.
+    Mongo(mongo::Mongo),
+}
+
+impl Target {
+    fn start(&self, name: &'static str, route: &Route, probe: Arc<Probe>) -> Running {
+        match self {
+            Target::Pg(setup) => start(name, setup, probe, Duration::ZERO),
+            Target::Mongo(m) => m.run(route, probe),
+        }
+    }
+
+    /// The server's own count of the pool's sessions.
+    fn server_count(&self, name: &str) -> Result<i64, String> {
+        match self {
+            Target::Pg(_) => server_sessions().map(|counts| sessions_of(&counts, name)),
+            Target::Mongo(m) => Ok(m.server_count()),
+        }
+    }
+}
+
 /// The options of `--chaos`.
 pub struct ChaosOptions {
     pub seed: u64,
@@ -706,16 +804,22 @@ pub const HELP: &str = "\
 usage: bench outage --chaos [--seed S] [--minutes M] [--pools A,B] [--schedule-only]
 
 A random schedule of refuse, cut, blackhole, delay and pass (each 50 ms to 8 s), drawn from the
-seed, applied at once to cmap-tokio, cmap-blocking, deadpool and bb8 on PostgreSQL
-(127.0.0.1:5432), each behind its own fault proxy, under the usual 50-task load; then 10 s of
-pass. Prints the schedule, then one line per pool (markdown).
+seed, applied at once to every pool, each behind its own fault proxy, under the usual 50-task
+load; then 10 s of pass. Prints the schedule, then one line per pool (markdown). The pools
+(default: all): cmap-tokio, cmap-blocking, deadpool and bb8 on PostgreSQL (127.0.0.1:5432);
+cmap-mongodb (cmap-tokio with cmap-mongodb's manager) and mongodb (the official driver's pool),
+each on a FerretDB of its own started for the run (the binary .ci/ferretdb.sh builds).
 ";
 
 pub fn parse(args: &[String]) -> Result<(ChaosOptions, bool), String> {
     let mut o = ChaosOptions {
         seed: 1,
         minutes: 10.0,
-        pools: POOLS.iter().map(|p| (*p).to_owned()).collect(),
+        pools: POOLS
+            .iter()
+            .chain(&mongo::POOLS)
+            .map(|p| (*p).to_owned())
+            .collect(),
     };
     let mut schedule_only = false;
     let mut it = args.iter().skip(1);
@@ -747,42 +851,52 @@ pub fn run(args: &[String]) -> Result<(), String> {
     if schedule_only {
         return Ok(());
     }
-    let names: Vec<&'static str> = POOLS
+    let every: Vec<&'static str> = POOLS.iter().chain(&mongo::POOLS).copied().collect();
+    let names: Vec<&'static str> = every
         .iter()
         .copied()
         .filter(|p| o.pools.iter().any(|n| n == p))
         .collect();
     if names.is_empty() {
-        return Err(format!("no pool selected; the pools are {}", POOLS.join(", ")));
+        return Err(format!("no pool selected; the pools are {}", every.join(", ")));
     }
-    let before = server_sessions()?;
-    for name in &names {
-        let n = sessions_of(&before, name);
+    // The MongoDB pools' proxies live the whole run (and the wait for the
+    // load to stop, and the counts after it).
+    let lifetime = WARM + steps.last().map_or(Duration::ZERO, |s| s.at + s.length) + Duration::from_secs(120);
+    let (mut routes, targets): (Vec<Route>, Vec<Target>) = names
+        .iter()
+        .map(|name| {
+            if mongo::POOLS.contains(name) {
+                let server = mongo::Mongo::start(name);
+                (Route::fixed(server.upstream(), lifetime), Target::Mongo(server))
+            } else {
+                let route = Route::start();
+                let setup = setup("chaos", name, &route, true);
+                (route, Target::Pg(setup))
+            }
+        })
+        .unzip();
+    for (name, target) in names.iter().zip(&targets) {
+        let n = target.server_count(name)?;
         if n != 0 {
             return Err(format!(
-                "{n} sessions named chaos-{name} already on the server: another chaos run?"
+                "{n} sessions of chaos-{name} already on the server: another chaos run?"
             ));
         }
     }
     let began = Instant::now();
     let base = Instant::now();
     let step_now = Arc::new(AtomicUsize::new(0));
-    let mut routes: Vec<Route> = names.iter().map(|_| Route::start()).collect();
     let probes: Vec<Arc<Probe>> = names
         .iter()
         .map(|n| Arc::new(Probe::new(n, base, step_now.clone(), &steps, TASKS)))
         .collect();
     count_panics(probes.clone());
-    let setups: Vec<PgSetup> = names
-        .iter()
-        .zip(&routes)
-        .map(|(name, route)| setup("chaos", name, route, true))
-        .collect();
     let runs: Vec<Running> = names
         .iter()
-        .zip(&setups)
-        .zip(&probes)
-        .map(|((name, setup), probe)| start(name, setup, probe.clone(), Duration::ZERO))
+        .zip(&targets)
+        .zip(routes.iter().zip(&probes))
+        .map(|((name, target), (route, probe))| target.start(name, route, probe.clone()))
         .collect();
     let totals: Vec<_> = runs.iter().map(|r| &r.total).collect();
     // The sampler: every 100 ms, each pool's total and its hung `get()`s.
@@ -839,12 +953,19 @@ pub fn run(args: &[String]) -> Result<(), String> {
     for (total, _) in &drops {
         totals_at_end.push(total());
     }
-    let at_end = server_sessions()?;
+    let server_counts = || -> Result<Vec<i64>, String> {
+        names
+            .iter()
+            .zip(&targets)
+            .map(|(name, target)| target.server_count(name))
+            .collect()
+    };
+    let at_end = server_counts()?;
     for (_, drop_pool) in drops {
         drop_pool();
     }
     std::thread::sleep(Duration::from_secs(2));
-    let after_drop = server_sessions()?;
+    let after_drop = server_counts()?;
     drop(routes);
 
     println!(
@@ -888,8 +1009,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         let name = probe.name;
         let hung = probe.hung.load(Ordering::Relaxed) + unfinished[p] as u64;
         let latest = probe.latest_us.load(Ordering::Relaxed) as f64 / 1e3;
-        let server = sessions_of(&at_end, name);
-        let dropped = sessions_of(&after_drop, name);
+        let (server, dropped) = (at_end[p], after_drop[p]);
         println!(
             "| {name} | {} | {} | {} | {} | {latest:.1} | {hung} | {} | {returns} | {} / {} | {none} | {} | {server} / {} | {dropped} | {} ({} samples; max {}) |",
             o.seed,
@@ -918,10 +1038,13 @@ pub fn run(args: &[String]) -> Result<(), String> {
             notes.push(format!("{name}: first failure in a pass period: {s}"));
         }
         notes.push(format!(
-            "{name}: select 1 failures: {}",
+            "{name}: query failures (`select 1`, `ping`): {}",
             probe.query_failures.load(Ordering::Relaxed)
         ));
-        notes.push(connects(name, &setups[p], probe));
+        notes.push(match &targets[p] {
+            Target::Pg(setup) => connects(name, setup, probe),
+            Target::Mongo(m) => m.note(name, server, totals_at_end[p]),
+        });
     }
     println!();
     for n in notes {

@@ -642,12 +642,57 @@ fn spike_setup(port: u16) -> PgSetup {
     }
 }
 
-fn spike_async<P: AsyncPgPool>(delay: Duration) -> SpikeRun {
-    let proxy = Proxy::start(upstream()).expect("the fault proxy starts");
-    let rt = runtime();
-    if !delay.is_zero() {
-        proxy.set(Mode::Delay(delay));
+/// How the proxy slows the spike: each new connection held `connect`
+/// before it is forwarded (the delay mode), and every chunk delayed
+/// `packet` either way, as over a long link (the latency line).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Link {
+    pub connect: Duration,
+    pub packet: Duration,
+}
+
+impl Link {
+    pub fn connect(connect: Duration) -> Link {
+        Link {
+            connect,
+            packet: Duration::ZERO,
+        }
     }
+
+    pub fn packet(packet: Duration) -> Link {
+        Link {
+            connect: Duration::ZERO,
+            packet,
+        }
+    }
+
+    /// A fresh fault proxy to PostgreSQL, slowed as this link says.
+    fn proxy(self) -> Proxy {
+        let proxy = Proxy::start(upstream()).expect("the fault proxy starts");
+        if !self.connect.is_zero() {
+            proxy.set(Mode::Delay(self.connect));
+        }
+        if !self.packet.is_zero() {
+            proxy.set_latency(self.packet);
+        }
+        proxy
+    }
+}
+
+impl std::fmt::Display for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "connect delay {} ms, packet delay {} ms",
+            self.connect.as_millis(),
+            self.packet.as_millis()
+        )
+    }
+}
+
+fn spike_async<P: AsyncPgPool>(link: Link) -> SpikeRun {
+    let proxy = link.proxy();
+    let rt = runtime();
     let connect_ms = ms(rt.block_on(pg::connect_latency(proxy.port(), 20)));
     let setup = spike_setup(proxy.port());
     let build = Instant::now();
@@ -691,13 +736,10 @@ fn spike_async<P: AsyncPgPool>(delay: Duration) -> SpikeRun {
 }
 
 fn spike_blocking(
-    delay: Duration,
+    link: Link,
     build_pool: fn(&PgSetup) -> cmap_blocking::Pool<pg::BlockingManager>,
 ) -> SpikeRun {
-    let proxy = Proxy::start(upstream()).expect("the fault proxy starts");
-    if !delay.is_zero() {
-        proxy.set(Mode::Delay(delay));
-    }
+    let proxy = link.proxy();
     let connect_ms = {
         let rt = runtime();
         ms(rt.block_on(pg::connect_latency(proxy.port(), 20)))
@@ -834,14 +876,14 @@ fn spike_columns() -> Vec<(&'static str, Unit)> {
     ]
 }
 
-fn spike(pool: &str, delay: Duration) -> Vec<Option<f64>> {
+fn spike(pool: &str, link: Link) -> Vec<Option<f64>> {
     let r = match pool {
-        "cmap-tokio" => spike_async::<pg::CmapTokio>(delay),
-        "deadpool" => spike_async::<pg::Deadpool>(delay),
-        "bb8" => spike_async::<pg::Bb8>(delay),
-        adaptive::TOKIO => spike_async::<adaptive::CmapTokioAdaptive>(delay),
-        adaptive::BLOCKING => spike_blocking(delay, adaptive::build_blocking),
-        _ => spike_blocking(delay, pg::build_blocking),
+        "cmap-tokio" => spike_async::<pg::CmapTokio>(link),
+        "deadpool" => spike_async::<pg::Deadpool>(link),
+        "bb8" => spike_async::<pg::Bb8>(link),
+        adaptive::TOKIO => spike_async::<adaptive::CmapTokioAdaptive>(link),
+        adaptive::BLOCKING => spike_blocking(link, adaptive::build_blocking),
+        _ => spike_blocking(link, pg::build_blocking),
     };
     let native_min = pool != "deadpool";
     let (model_p50, model_p99) = paced_model(r.connect_ms, ms(SPIKE_HOLD));
@@ -874,11 +916,29 @@ fn spike(pool: &str, delay: Duration) -> Vec<Option<f64>> {
     ]
 }
 
+/// The spike's table title for `link`.
+fn spike_title(link: Link) -> &'static str {
+    if !link.packet.is_zero() {
+        "Spike over a long link"
+    } else if !link.connect.is_zero() {
+        "Spike, connects slowed by the proxy"
+    } else {
+        "Spike"
+    }
+}
+
+/// What the spike over a long link is.
+const SPIKE_OVER_A_LONG_LINK: &str = "The same, with the proxy delaying every packet either way by the \
+     latency the command names (`--packet-delay-ms`), in order and without a stall, as over a long link: a \
+     connect (PostgreSQL's startup, one round trip with trust authentication) takes twice that.";
+
 /// The command's options.
 pub struct OutageOptions {
     pub runs: usize,
     pub pools: Vec<String>,
     pub spike_delays: Vec<Duration>,
+    /// Spikes over a long link: the proxy delaying every packet this long.
+    pub packet_delays: Vec<Duration>,
     pub out: Option<std::path::PathBuf>,
     pub args: Vec<String>,
 }
@@ -990,12 +1050,17 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
         sample_is: "the last failing `get()`'s error",
     };
     let spike_columns = spike_columns();
-    let mut spikes: Vec<Table> = o
+    let links: Vec<Link> = o
         .spike_delays
         .iter()
-        .map(|d| Table {
-            title: if d.is_zero() { "Spike" } else { "Spike, connects slowed by the proxy" },
-            what: if d.is_zero() {
+        .map(|d| Link::connect(*d))
+        .chain(o.packet_delays.iter().map(|d| Link::packet(*d)))
+        .collect();
+    let mut spikes: Vec<Table> = links
+        .iter()
+        .map(|link| Table {
+            title: spike_title(*link),
+            what: if link.connect.is_zero() && link.packet.is_zero() {
                 "Default options but maxPoolSize 50, minPoolSize 5 (deadpool has none); 1 s after `build`, 50 \
                  requests at once, each holding its connection 150 ms. *connect*: the median `tokio-postgres` \
                  connect through the proxy, measured just before; *p50/p99*: arrival to release (150 ms of it the \
@@ -1007,8 +1072,10 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
                  maxConnecting (2) connections at a time can do here, computed from the measured connect time: \
                  5 connections ready, a connect started the instant a slot frees while waiters outnumber the \
                  connects in flight, each connection handed at once to the next waiter."
-            } else {
+            } else if link.packet.is_zero() {
                 "The same, with the proxy's delay mode adding latency before each new connection is forwarded."
+            } else {
+                SPIKE_OVER_A_LONG_LINK
             },
             columns: spike_columns.clone(),
             rows: Vec::new(),
@@ -1059,9 +1126,9 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
             eprintln!("    {row:?}");
             cuts.push(pool, row);
 
-            for (table, delay) in spikes.iter_mut().zip(&o.spike_delays) {
-                eprintln!("  {pool}: spike (connect delay {} ms)", delay.as_millis());
-                let row = spike(pool, *delay);
+            for (table, link) in spikes.iter_mut().zip(&links) {
+                eprintln!("  {pool}: spike ({link})");
+                let row = spike(pool, *link);
                 eprintln!("    {row:?}");
                 table.push(pool, row);
             }

@@ -15,7 +15,7 @@ mod report;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -59,39 +59,97 @@ fn official_uri(port: u16) -> String {
 }
 
 /// One of the two pools.
-enum Client {
+pub(super) enum Client {
     Ours(cmap_tokio::Pool<MongoManager>),
     Official(mongodb::Client),
 }
 
 /// Why an operation failed, and whether it was the checkout (ours only:
 /// the official driver's checkout is inside its `run_command`).
-struct Failure {
+pub(super) struct Failure {
     checkout: bool,
-    text: String,
+    pub(super) text: String,
+}
+
+/// What either pool's CMAP events say of its connections (both emit the
+/// specification's events; the official driver's monitoring connections
+/// are not the pool's and emit none).
+#[derive(Default)]
+pub(super) struct PoolEvents {
+    pub(super) created: AtomicU64,
+    pub(super) ready: AtomicU64,
+    pub(super) closed: AtomicU64,
+    pub(super) cleared: AtomicU64,
+}
+
+impl PoolEvents {
+    /// The pool's connections, pending ones included: created less closed.
+    pub(super) fn total(&self) -> usize {
+        let closed = self.closed.load(Ordering::Relaxed);
+        self.created.load(Ordering::Relaxed).saturating_sub(closed) as usize
+    }
+
+    fn count(&self, counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn ours(&self, event: &cmap_tokio::Event) {
+        use cmap_tokio::Event as E;
+        match event {
+            E::ConnectionCreated { .. } => self.count(&self.created),
+            E::ConnectionReady { .. } => self.count(&self.ready),
+            E::ConnectionClosed { .. } => self.count(&self.closed),
+            E::PoolCleared { .. } => self.count(&self.cleared),
+            _ => {}
+        }
+    }
+
+    fn official(&self, event: mongodb::event::cmap::CmapEvent) {
+        use mongodb::event::cmap::CmapEvent as E;
+        match event {
+            E::ConnectionCreated(_) => self.count(&self.created),
+            E::ConnectionReady(_) => self.count(&self.ready),
+            E::ConnectionClosed(_) => self.count(&self.closed),
+            E::PoolCleared(_) => self.count(&self.cleared),
+            _ => {}
+        }
+    }
 }
 
 impl Client {
-    async fn build(pool: &str, port: u16) -> Result<Client, String> {
+    /// Ours or the official driver's (`pool`: one of [`POOLS`]) through
+    /// the proxy's `port`, its CMAP events counted into `events` if given.
+    pub(super) async fn build(
+        pool: &str,
+        port: u16,
+        events: Option<Arc<PoolEvents>>,
+    ) -> Result<Client, String> {
         if pool == POOLS[0] {
             let uri = ours_uri(port);
             let manager = MongoManager::new(&uri).map_err(|e| format!("{uri}: {e}"))?;
-            let pool = cmap_tokio::Pool::builder()
-                .connection_string(&uri)
-                .build(manager)
-                .map_err(|e| format!("{uri}: {e}"))?;
+            let mut builder = cmap_tokio::Pool::builder().connection_string(&uri);
+            if let Some(events) = events {
+                builder = builder.on_event(move |e: &cmap_tokio::Event| events.ours(e));
+            }
+            let pool = builder.build(manager).map_err(|e| format!("{uri}: {e}"))?;
             Ok(Client::Ours(pool))
         } else {
             let uri = official_uri(port);
-            let client = mongodb::Client::with_uri_str(&uri)
+            let mut options = mongodb::options::ClientOptions::parse(&uri)
                 .await
                 .map_err(|e| format!("{uri}: {e}"))?;
+            if let Some(events) = events {
+                options.cmap_event_handler = Some(mongodb::event::EventHandler::callback(move |e| {
+                    events.official(e)
+                }));
+            }
+            let client = mongodb::Client::with_options(options).map_err(|e| format!("{uri}: {e}"))?;
             Ok(Client::Official(client))
         }
     }
 
     /// One operation begun at `start`, given up at `start` + 5 s.
-    async fn ping(&self, start: Instant) -> Result<(), Failure> {
+    pub(super) async fn ping(&self, start: Instant) -> Result<(), Failure> {
         let deadline = tokio::time::Instant::from_std(start) + WAIT;
         let late = || Failure {
             checkout: false,
@@ -132,7 +190,7 @@ impl Client {
         }
     }
 
-    async fn close(self) {
+    pub(super) async fn close(self) {
         match self {
             Client::Ours(pool) => pool.close(),
             Client::Official(client) => {
@@ -233,7 +291,7 @@ fn drive(pool: &str, scenario: Scenario) -> Result<Outcome, String> {
         fault = Some(proxy.set(Mode::Refuse));
     }
     let rt = runtime();
-    let client = Arc::new(rt.block_on(Client::build(pool, proxy.port()))?);
+    let client = Arc::new(rt.block_on(Client::build(pool, proxy.port(), None))?);
     let stop = Arc::new(AtomicBool::new(false));
     let began = Instant::now();
     let until = began
