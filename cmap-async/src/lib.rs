@@ -100,6 +100,7 @@ mod runtime;
 mod setters;
 mod shared;
 mod spare_slots;
+mod sync;
 mod timer;
 mod util;
 
