@@ -104,6 +104,9 @@ mod sync;
 mod timer;
 mod util;
 
+#[cfg(all(test, loom))]
+mod loom_tests;
+
 pub use builder::{
     default_reconnect, PoolBuilder, ToAddress, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESET_TIMEOUT,
     DEFAULT_WAIT_QUEUE_TIMEOUT,
