@@ -10,7 +10,7 @@
 //! the lock is released (`Shared::perform`).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, PoisonError};
 use std::task::Waker;
 use std::time::Instant;
 
@@ -21,6 +21,7 @@ use crate::events::{EventHub, Outbox};
 use crate::id_map::IdMap;
 use crate::interrupt::Interrupts;
 use crate::spare_slots::SpareSlots;
+use crate::sync::{self, Mutex, MutexGuard};
 
 /// A queued checkout's outcome, until its future takes it.
 pub(crate) enum Slot<C> {
@@ -36,7 +37,7 @@ pub(crate) enum Slot<C> {
 /// A queued checkout's slot, shared by the pool (until it completes it)
 /// and the checkout's future, which takes its outcome without the pool's
 /// lock.
-pub(crate) type SharedSlot<C> = Arc<Mutex<Slot<C>>>;
+pub(crate) type SharedSlot<C> = sync::Arc<Mutex<Slot<C>>>;
 
 /// A queued checkout's outcome on its way to its slot, named for what
 /// becomes of it (it fills that slot): decided under the pool's lock (its
@@ -46,7 +47,7 @@ pub(crate) type SlotFill<C> = (SharedSlot<C>, Result<Pooled<C>, CheckOutError>);
 
 /// A new slot for a checkout that waits, holding `waker`.
 pub(crate) fn new_slot<C>(waker: &Waker) -> SharedSlot<C> {
-    Arc::new(Mutex::new(Slot::Waiting(Some(waker.clone()))))
+    sync::Arc::new(Mutex::new(Slot::Waiting(Some(waker.clone()))))
 }
 
 pub(crate) fn lock_slot<C>(slot: &Mutex<Slot<C>>) -> MutexGuard<'_, Slot<C>> {

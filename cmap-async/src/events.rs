@@ -28,14 +28,15 @@
 
 use std::collections::VecDeque;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError, Weak};
+use std::sync::{Arc, PoisonError, TryLockError, Weak};
 use std::task::{Context, Poll, Waker};
 
 use cmap_core::Event;
 
 use crate::logging;
 use crate::panics::{Hook, Panics};
+use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::sync::{Mutex, MutexGuard};
 
 type Callback = Arc<dyn Fn(&Event) + Send + Sync>;
 
@@ -43,6 +44,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+#[cfg(not(loom))]
 thread_local! {
     /// Its address tells this thread from the others (see
     /// [`EventHub::deliverer`]).
@@ -50,8 +52,24 @@ thread_local! {
 }
 
 /// A number unique to this thread among the live ones, never 0.
+#[cfg(not(loom))]
 fn this_thread() -> usize {
     THREAD_MARK.with(|mark| mark as *const u8 as usize)
+}
+
+/// Under loom, a number no other modelled thread had. Not an address: loom
+/// runs its threads on one OS thread and frees a thread's locals when it
+/// ends, so the next thread's could take the same address with nothing
+/// loom knows of ordering them, and read the old deliverer as itself (a
+/// new std thread reuses a dead one's storage only after it ended, which
+/// orders that thread's last store before the new one's loads).
+#[cfg(loom)]
+fn this_thread() -> usize {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
+    loom::thread_local! {
+        static MARK: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    MARK.with(|mark| *mark)
 }
 
 /// The subscribers, replaced as a whole when one comes or goes, so a

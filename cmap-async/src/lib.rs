@@ -100,8 +100,12 @@ mod runtime;
 mod setters;
 mod shared;
 mod spare_slots;
+mod sync;
 mod timer;
 mod util;
+
+#[cfg(all(test, loom))]
+mod loom_tests;
 
 pub use builder::{
     default_reconnect, PoolBuilder, ToAddress, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESET_TIMEOUT,

@@ -93,8 +93,7 @@
 //! nothing taken under them.
 
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use cmap_core::{Address, PoolOptions, PoolState, Pooled, Status};
@@ -108,6 +107,8 @@ use crate::interrupt::Interrupts;
 use crate::leak::Leaks;
 use crate::manager::ManageConnection;
 use crate::runtime::Runtime;
+use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::sync::{Mutex, MutexGuard};
 use crate::util::{race, Either};
 
 /// The limits the driver puts on the manager's hooks (`None`: no limit).

@@ -8,10 +8,11 @@
 //! of it, the next checkout that waits takes it over instead of making one.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, PoisonError};
+use std::sync::PoisonError;
 use std::task::Waker;
 
 use crate::driver::{SharedSlot, Slot};
+use crate::sync::Arc;
 
 /// How many slots are kept at most: enough for the checkouts served
 /// between two that wait, few enough to hold little memory.

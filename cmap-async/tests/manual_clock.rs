@@ -4,6 +4,9 @@
 //! every run. The real-time scenarios (cmap-testkit's, on every runtime)
 //! prove the same behaviour within tolerances; these prove it exactly.
 
+// The testkit is not built under `--cfg loom` (see Cargo.toml).
+#![cfg(not(loom))]
+
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
