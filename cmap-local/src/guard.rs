@@ -8,6 +8,7 @@ use std::ops::{Deref, DerefMut};
 use std::rc::Rc;
 use std::time::Instant;
 
+use cmap_async::{catch_panic, catch_panic_in, Back, Hook};
 use cmap_core::{ConnectionId, Pooled};
 
 use crate::manager::ManageConnection;
@@ -23,6 +24,8 @@ pub struct PooledConnection<M: ManageConnection, R: LocalRuntime> {
     pool: Rc<Shared<M, R>>,
     conn: Option<Pooled<M::Connection>>,
     broken: bool,
+    /// Watched by leak detection: reported back when it returns.
+    pub(crate) tracked: bool,
 }
 
 impl<M: ManageConnection, R: LocalRuntime> PooledConnection<M, R> {
@@ -31,6 +34,7 @@ impl<M: ManageConnection, R: LocalRuntime> PooledConnection<M, R> {
             pool,
             conn: Some(conn),
             broken: false,
+            tracked: false,
         }
     }
 
@@ -63,6 +67,7 @@ impl<M: ManageConnection, R: LocalRuntime> PooledConnection<M, R> {
     /// `detached`, no longer counted against `maxPoolSize`).
     pub fn detach(mut self) -> M::Connection {
         let conn = self.conn.take().expect("present until dropped or detached");
+        self.pool.leak_returned(self.tracked, conn.id(), Back::Detached);
         self.pool.interrupted.borrow_mut().remove(&conn.id());
         let detached = self.pool.input(|core, now| core.handle_detach(now, conn));
         match detached {
@@ -96,11 +101,19 @@ impl<M: ManageConnection, R: LocalRuntime> fmt::Debug for PooledConnection<M, R>
 impl<M: ManageConnection, R: LocalRuntime> Drop for PooledConnection<M, R> {
     fn drop(&mut self) {
         let Some(conn) = self.conn.take() else { return };
+        self.pool.leak_returned(self.tracked, conn.id(), Back::CheckedIn);
         self.pool.give_back(conn, self.broken);
     }
 }
 
 impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
+    /// A guard watched by leak detection came back.
+    fn leak_returned(&self, tracked: bool, id: ConnectionId, back: Back) {
+        if let (true, Some(leaks)) = (tracked, &self.leaks) {
+            leaks.returned(id, self.rt.now(), &self.address, back);
+        }
+    }
+
     /// Takes back the connection of a dropped guard (see
     /// [`PooledConnection`]).
     pub(crate) fn give_back(&self, mut conn: Pooled<M::Connection>, broken: bool) {
@@ -108,7 +121,15 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
             self.check_in(conn);
             return;
         }
-        if broken || std::thread::panicking() || self.manager.is_broken(&mut conn) {
+        // No hook runs while the user's code unwinds; one that panics
+        // found the connection broken.
+        let broken = broken
+            || std::thread::panicking()
+            || catch_panic(&*self.events.panics, Hook::IsBroken, || {
+                self.manager.is_broken(&mut conn)
+            })
+            .unwrap_or(true);
+        if broken {
             conn.mark_errored();
             self.check_in(conn);
             return;
@@ -125,16 +146,21 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
         // Runs at once when the reset is done at once (the default does
         // nothing): then the connection is back before the drop returns.
         let mut task = Box::pin(async move {
-            let reset = pool.manager.reset(&mut conn);
+            let reset = async {
+                let reset = catch_panic_in(&*pool.events.panics, Hook::Reset, || {
+                    pool.manager.reset(&mut conn)
+                });
+                matches!(reset.await, Ok(Ok(())))
+            };
             let ok = match pool.timeouts.reset.and_then(|t| pool.rt.now().checked_add(t)) {
                 Some(deadline) => {
                     let timed_out = async {
                         pool.rt.sleep_until(deadline).await;
                         false
                     };
-                    futures_lite::future::or(async { reset.await.is_ok() }, timed_out).await
+                    futures_lite::future::or(reset, timed_out).await
                 }
-                None => reset.await.is_ok(),
+                None => reset.await,
             };
             if !ok {
                 conn.mark_errored();
