@@ -130,11 +130,8 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
         wait: Wait,
         caller: &'static Location<'static>,
     ) -> Result<PooledConnection<M, R>, GetError> {
-        let mut guard = self.clone().checked_out(wait).await?;
-        if let Some(leaks) = &self.leaks {
-            leaks.checked_out(guard.connection_id(), self.rt.now(), caller);
-            guard.tracked = true;
-        }
+        let mut guard = self.checked_out(wait).await?;
+        guard.track(caller);
         Ok(guard)
     }
 

@@ -25,7 +25,7 @@ pub struct PooledConnection<M: ManageConnection, R: LocalRuntime> {
     conn: Option<Pooled<M::Connection>>,
     broken: bool,
     /// Watched by leak detection: reported back when it returns.
-    pub(crate) tracked: bool,
+    tracked: bool,
 }
 
 impl<M: ManageConnection, R: LocalRuntime> PooledConnection<M, R> {
@@ -35,6 +35,15 @@ impl<M: ManageConnection, R: LocalRuntime> PooledConnection<M, R> {
             conn: Some(conn),
             broken: false,
             tracked: false,
+        }
+    }
+
+    /// Starts watching it for leaks, as checked out by `caller`, when leak
+    /// detection is on.
+    pub(crate) fn track(&mut self, caller: &'static std::panic::Location<'static>) {
+        if let Some(leaks) = &self.pool.leaks {
+            leaks.checked_out(self.connection_id(), self.pool.rt.now(), caller);
+            self.tracked = true;
         }
     }
 
