@@ -20,9 +20,10 @@ type Callback = Rc<dyn Fn(&Event)>;
 /// Builds a [`Pool`]. Its settings (generated from the list every
 /// adapter's builder shares) and defaults are those of
 /// `cmap_async::PoolBuilder` (whose docs say why each default is what it
-/// is), with callbacks that need not be `Send`: a 30 s wait-queue timeout, a reconnect backoff, checkouts that
-/// keep waiting through a network failure, a 10 s connect and reset
-/// timeout, a random jitter seed, the pool marked ready once built.
+/// is), with callbacks that need not be `Send`: a 30 s wait-queue
+/// timeout, a reconnect backoff, checkouts that keep waiting through a
+/// network failure, a 10 s connect and reset timeout, a random jitter
+/// seed, the pool marked ready once built.
 ///
 /// ```
 /// # use cmap_local::{BuildError, ManageConnection, Pool, LocalRuntime};
