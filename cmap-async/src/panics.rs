@@ -74,7 +74,7 @@ impl Panicked {
     }
 }
 
-/// Counts the panics an adapter catches: cmap-async's [`Panics`] (an
+/// Counts the panics an adapter catches: cmap-async's `Panics` (an
 /// atomic, shared by threads), a `Cell` on one thread (cmap-local).
 /// Public for the adapters only.
 #[doc(hidden)]
