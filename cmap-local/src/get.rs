@@ -130,13 +130,6 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
         wait: Wait,
         caller: &'static Location<'static>,
     ) -> Result<PooledConnection<M, R>, GetError> {
-        let mut guard = self.checked_out(wait).await?;
-        guard.track(caller);
-        Ok(guard)
-    }
-
-    /// `get()` without leak detection.
-    async fn checked_out(self: Rc<Self>, wait: Wait) -> Result<PooledConnection<M, R>, GetError> {
         // One clock reading for the checkout and its deadline.
         let started = self.rt.now();
         let (conn, deadline) = self.check_out_once(started, wait).await;
@@ -144,10 +137,14 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
         loop {
             let mut guard = PooledConnection::new(self.clone(), conn);
             if !M::CHECKS {
+                guard.track(caller);
                 return Ok(guard);
             }
             match self.checked(&mut guard, deadline).await {
-                Some(Ok(())) => return Ok(guard),
+                Some(Ok(())) => {
+                    guard.track(caller);
+                    return Ok(guard);
+                }
                 Some(Err(error)) => {
                     guard.mark_broken();
                     // Made for this very checkout: a new one would fail

@@ -38,9 +38,18 @@ impl<M: ManageConnection, R: LocalRuntime> PooledConnection<M, R> {
         }
     }
 
-    /// Starts watching it for leaks, as checked out by `caller`, when leak
-    /// detection is on.
+    /// Watched for leaks from now, as checked out by `caller`, when leak
+    /// detection is on (off, one branch).
+    #[inline]
     pub(crate) fn track(&mut self, caller: &'static std::panic::Location<'static>) {
+        if self.pool.leaks.is_some() {
+            self.start_tracking(caller);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn start_tracking(&mut self, caller: &'static std::panic::Location<'static>) {
         if let Some(leaks) = &self.pool.leaks {
             leaks.checked_out(self.connection_id(), self.pool.rt.now(), caller);
             self.tracked = true;
@@ -76,7 +85,9 @@ impl<M: ManageConnection, R: LocalRuntime> PooledConnection<M, R> {
     /// `detached`, no longer counted against `maxPoolSize`).
     pub fn detach(mut self) -> M::Connection {
         let conn = self.conn.take().expect("present until dropped or detached");
-        self.pool.leak_returned(self.tracked, conn.id(), Back::Detached);
+        if self.tracked {
+            self.pool.leak_returned(conn.id(), Back::Detached);
+        }
         self.pool.interrupted.borrow_mut().remove(&conn.id());
         let detached = self.pool.input(|core, now| core.handle_detach(now, conn));
         match detached {
@@ -110,22 +121,26 @@ impl<M: ManageConnection, R: LocalRuntime> fmt::Debug for PooledConnection<M, R>
 impl<M: ManageConnection, R: LocalRuntime> Drop for PooledConnection<M, R> {
     fn drop(&mut self) {
         let Some(conn) = self.conn.take() else { return };
-        self.pool.leak_returned(self.tracked, conn.id(), Back::CheckedIn);
-        self.pool.give_back(conn, self.broken);
+        self.pool.give_back(conn, self.broken, self.tracked);
     }
 }
 
 impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
     /// A guard watched by leak detection came back.
-    fn leak_returned(&self, tracked: bool, id: ConnectionId, back: Back) {
-        if let (true, Some(leaks)) = (tracked, &self.leaks) {
+    #[cold]
+    #[inline(never)]
+    fn leak_returned(&self, id: ConnectionId, back: Back) {
+        if let Some(leaks) = &self.leaks {
             leaks.returned(id, self.rt.now(), &self.address, back);
         }
     }
 
     /// Takes back the connection of a dropped guard (see
-    /// [`PooledConnection`]).
-    pub(crate) fn give_back(&self, mut conn: Pooled<M::Connection>, broken: bool) {
+    /// [`PooledConnection`]); `tracked`: watched by leak detection.
+    pub(crate) fn give_back(&self, mut conn: Pooled<M::Connection>, broken: bool, tracked: bool) {
+        if tracked {
+            self.leak_returned(conn.id(), Back::CheckedIn);
+        }
         if self.interrupted.borrow().contains(&conn.id()) {
             self.check_in(conn);
             return;
