@@ -154,9 +154,6 @@ type Callback = Arc<dyn Fn(&Event) + Send + Sync>;
 #[must_use = "a builder does nothing until `build`"]
 pub struct PoolBuilder<M, R> {
     settings: Settings,
-    leak_detection_threshold: Option<Duration>,
-    #[cfg(feature = "metrics")]
-    metrics: bool,
     callbacks: Vec<Callback>,
     _types: PhantomData<fn() -> (M, R)>,
 }
@@ -172,9 +169,6 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
     pub fn new() -> Self {
         PoolBuilder {
             settings: Settings::default(),
-            leak_detection_threshold: None,
-            #[cfg(feature = "metrics")]
-            metrics: false,
             callbacks: Vec::new(),
             _types: PhantomData,
         }
@@ -258,7 +252,7 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
             connect: self.settings.connect_timeout,
             reset: self.settings.reset_timeout,
         };
-        let leaks = Leaks::new(self.leak_detection_threshold);
+        let leaks = Leaks::new(self.settings.leak_detection_threshold);
         #[cfg(feature = "recorder")]
         let flight = match self.settings.flight {
             (0, _) => None,
@@ -277,7 +271,7 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
             flight,
         );
         #[cfg(feature = "metrics")]
-        if self.metrics {
+        if self.settings.metrics {
             // Before the ready input: the first events count.
             crate::export::subscribe(&shared);
         }

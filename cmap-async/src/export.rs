@@ -52,8 +52,11 @@ const CLOSED_REASONS: [&str; 7] = [
 /// The failure reasons of `CheckOutFailedReason::as_str`.
 const FAILED_REASONS: [&str; 3] = ["timeout", "poolClosed", "connectionError"];
 
-/// One pool's metric handles.
-struct Metrics {
+/// One pool's metric handles, fed its events: every adapter's export
+/// (cmap-async subscribes it below, cmap-local from its own events).
+/// Public for the adapters only.
+#[doc(hidden)]
+pub struct Metrics {
     address: String,
     idle: Gauge,
     in_use: Gauge,
@@ -100,7 +103,7 @@ fn describe() {
 
 impl Metrics {
     /// The handles of the pool at `address`, from the current recorder.
-    fn new(address: &Address) -> Metrics {
+    pub fn new(address: &Address) -> Metrics {
         describe();
         let a = address.to_string();
         let closed = CLOSED_REASONS
@@ -148,7 +151,9 @@ impl Metrics {
         }
     }
 
-    fn record(&self, event: &Event, status: impl FnOnce() -> Option<Status>) {
+    /// Counts `event`, then sets the gauges from `status` (the pool's,
+    /// read after the event; `None` once the pool is gone).
+    pub fn record(&self, event: &Event, status: impl FnOnce() -> Option<Status>) {
         match event {
             Event::ConnectionReady { duration, .. } => {
                 self.opened.increment(1);

@@ -14,6 +14,10 @@
 //! entry not yet reported, reports the ones due and sleeps again: its
 //! cadence is at most one wake per threshold for a steady stream of short
 //! uses, and it sleeps without a deadline while nothing is out.
+//!
+//! The registry and the reports ([`LeakBook`], [`LeakReport`]) hold no
+//! lock: cmap-local keeps the same book in a `RefCell` and its watcher on
+//! its own thread.
 
 use std::collections::HashMap;
 use std::panic::Location;
@@ -35,8 +39,7 @@ pub(crate) type Caller = &'static Location<'static>;
 
 /// One pool's leak detection, present only when a threshold is set.
 pub(crate) struct Leaks {
-    threshold: Duration,
-    book: Mutex<Book>,
+    book: Mutex<LeakBook>,
     /// Wakes the watcher: an entry to watch when none was, the pool
     /// closed, or a reset after fork.
     wake: Event,
@@ -44,8 +47,14 @@ pub(crate) struct Leaks {
     detected: AtomicU64,
 }
 
-#[derive(Default)]
-struct Book {
+/// The registry of the guards being watched: what a checkout and a return
+/// write, and what the watcher scans. No lock of its own (cmap-async
+/// keeps it under a mutex, cmap-local in a `RefCell`). Public for the
+/// adapters only.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct LeakBook {
+    threshold: Duration,
     out: HashMap<ConnectionId, Out>,
     /// Entries not reported yet: while there are none the watcher sleeps
     /// without a deadline, so the next checkout wakes it.
@@ -55,6 +64,7 @@ struct Book {
 }
 
 /// A checked-out connection being watched.
+#[derive(Debug)]
 struct Out {
     since: Instant,
     caller: Caller,
@@ -62,22 +72,34 @@ struct Out {
 }
 
 /// What the watcher does next.
-enum Next {
+#[doc(hidden)]
+#[derive(Debug, PartialEq, Eq)]
+pub enum LeakNext {
+    /// Until this instant (`None`: until woken).
     Sleep(Option<Instant>),
+    /// The pool is closed and every guard is back.
     Exit,
 }
 
 /// How a watched guard came back.
-#[derive(Clone, Copy)]
-pub(crate) enum Back {
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug)]
+pub enum Back {
+    /// Checked in.
     CheckedIn,
+    /// Detached.
     Detached,
 }
 
-/// A report to log once the registry's lock is released.
-struct Report {
+/// A report to log once the registry is released: a guard held past the
+/// threshold ([`warn`](Self::warn)), or one reported earlier that came
+/// back ([`note_back`](Self::note_back)).
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct LeakReport {
     id: ConnectionId,
     held: Duration,
+    threshold: Duration,
     caller: Caller,
 }
 
@@ -85,20 +107,154 @@ fn millis(d: Duration) -> u128 {
     d.as_millis()
 }
 
-impl Leaks {
-    /// Leak detection with `threshold`; `None` for no threshold or zero
-    /// (off, as HikariCP's `0`).
-    pub(crate) fn new(threshold: Option<Duration>) -> Option<Box<Leaks>> {
+impl LeakBook {
+    /// A book for `threshold`; `None` for no threshold or zero (off, as
+    /// HikariCP's `0`).
+    pub fn new(threshold: Option<Duration>) -> Option<LeakBook> {
         let threshold = threshold.filter(|t| !t.is_zero())?;
-        Some(Box::new(Leaks {
+        Some(LeakBook {
             threshold,
-            book: Mutex::default(),
+            out: HashMap::new(),
+            unreported: 0,
+            closed: false,
+        })
+    }
+
+    /// Connection `id` was checked out at `since`, by `caller`; returns
+    /// whether the watcher must be woken (it had nothing to wait for:
+    /// deadlines come in the order of checkouts, so only a watcher that
+    /// slept without one sleeps past this one's).
+    pub fn checked_out(
+        &mut self,
+        id: ConnectionId,
+        since: Instant,
+        caller: &'static Location<'static>,
+    ) -> bool {
+        self.out.insert(
+            id,
+            Out {
+                since,
+                caller,
+                reported: false,
+            },
+        );
+        self.unreported += 1;
+        self.unreported == 1
+    }
+
+    /// Connection `id` came back at `now`: the note to log if it had been
+    /// reported.
+    pub fn returned(&mut self, id: ConnectionId, now: Instant) -> Option<LeakReport> {
+        let out = self.out.remove(&id)?;
+        if !out.reported {
+            self.unreported -= 1;
+            return None;
+        }
+        Some(LeakReport {
+            id,
+            held: now.saturating_duration_since(out.since),
+            threshold: self.threshold,
+            caller: out.caller,
+        })
+    }
+
+    /// The pool closed: the watcher ends once every guard is back.
+    pub fn close(&mut self) {
+        self.closed = true;
+    }
+
+    /// Closed, and every guard back: the watcher ends.
+    pub fn is_over(&self) -> bool {
+        self.closed && self.out.is_empty()
+    }
+
+    /// Marks the guards held past the threshold at `now` reported and
+    /// returns them, in connection order, with when to look again.
+    pub fn scan(&mut self, now: Instant) -> (Vec<LeakReport>, LeakNext) {
+        if self.is_over() {
+            return (Vec::new(), LeakNext::Exit);
+        }
+        let mut due = Vec::new();
+        let mut next: Option<Instant> = None;
+        for (id, out) in self.out.iter_mut().filter(|(_, o)| !o.reported) {
+            match out.since.checked_add(self.threshold) {
+                Some(deadline) if deadline > now => {
+                    next = Some(next.map_or(deadline, |n| n.min(deadline)));
+                }
+                // Due (or so far off that it cannot be told apart).
+                Some(_) => {
+                    out.reported = true;
+                    due.push(LeakReport {
+                        id: *id,
+                        held: now.saturating_duration_since(out.since),
+                        threshold: self.threshold,
+                        caller: out.caller,
+                    });
+                }
+                None => {}
+            }
+        }
+        self.unreported -= due.len();
+        due.sort_by_key(|r| r.id);
+        (due, LeakNext::Sleep(next))
+    }
+}
+
+impl LeakReport {
+    /// The WARN message of a guard held past the threshold.
+    pub fn warn(&self, address: &Address) {
+        let LeakReport {
+            id,
+            held,
+            threshold,
+            caller,
+        } = self;
+        tracing::warn!(
+            target: LOG_TARGET,
+            serverHost = address.host(),
+            serverPort = address.port(),
+            driverConnectionId = id.0,
+            durationMS = held.as_secs_f64() * 1000.0,
+            thresholdMS = threshold.as_secs_f64() * 1000.0,
+            location = %caller,
+            "Connection {id} held for {} ms, longer than the leak detection threshold of {} ms; \
+             checked out at {caller}",
+            millis(*held),
+            millis(*threshold),
+        );
+    }
+
+    /// The INFO note of a reported guard that came back.
+    pub fn note_back(&self, address: &Address, back: Back) {
+        let how = match back {
+            Back::CheckedIn => "returned",
+            Back::Detached => "detached",
+        };
+        let LeakReport { id, held, caller, .. } = self;
+        tracing::info!(
+            target: LOG_TARGET,
+            serverHost = address.host(),
+            serverPort = address.port(),
+            driverConnectionId = id.0,
+            durationMS = held.as_secs_f64() * 1000.0,
+            location = %caller,
+            "Connection {id} reported as a possible leak was {how} after {} ms",
+            millis(*held),
+        );
+    }
+}
+
+impl Leaks {
+    /// Leak detection with `threshold`; `None` for no threshold or zero.
+    pub(crate) fn new(threshold: Option<Duration>) -> Option<Box<Leaks>> {
+        Some(Box::new(Leaks {
+            book: Mutex::new(LeakBook::new(threshold)?),
             wake: Event::new(),
             detected: AtomicU64::new(0),
         }))
     }
 
-    fn book(&self) -> MutexGuard<'_, Book> {
+    fn book(&self) -> MutexGuard<'_, LeakBook> {
         self.book.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -109,22 +265,7 @@ impl Leaks {
 
     /// Connection `id` was checked out at `since`, by `caller`.
     pub(crate) fn checked_out(&self, id: ConnectionId, since: Instant, caller: Caller) {
-        let first = {
-            let mut book = self.book();
-            book.out.insert(
-                id,
-                Out {
-                    since,
-                    caller,
-                    reported: false,
-                },
-            );
-            book.unreported += 1;
-            book.unreported == 1
-        };
-        // Deadlines come in the order of checkouts: only a watcher that
-        // had nothing to wait for sleeps past this one's.
-        if first {
+        if self.book().checked_out(id, since, caller) {
             self.wake.notify_additional(1);
         }
     }
@@ -132,40 +273,22 @@ impl Leaks {
     /// Connection `id` came back at `now`: one INFO note if it had been
     /// reported.
     pub(crate) fn returned(&self, id: ConnectionId, now: Instant, address: &Address, back: Back) {
-        let (out, exit) = {
+        let (report, exit) = {
             let mut book = self.book();
-            let out = book.out.remove(&id);
-            if out.as_ref().is_some_and(|o| !o.reported) {
-                book.unreported -= 1;
-            }
-            (out, book.closed && book.out.is_empty())
+            let report = book.returned(id, now);
+            (report, book.is_over())
         };
         if exit {
             self.wake.notify_additional(1);
         }
-        let Some(out) = out.filter(|o| o.reported) else {
-            return;
-        };
-        let held = now.saturating_duration_since(out.since);
-        let how = match back {
-            Back::CheckedIn => "returned",
-            Back::Detached => "detached",
-        };
-        tracing::info!(
-            target: LOG_TARGET,
-            serverHost = address.host(),
-            serverPort = address.port(),
-            driverConnectionId = id.0,
-            durationMS = held.as_secs_f64() * 1000.0,
-            location = %out.caller,
-            "Connection {id} reported as a possible leak was {how} after {} ms",
-            millis(held),
-        );
+        if let Some(report) = report {
+            report.note_back(address, back);
+        }
     }
 
     /// The pool closed: the watcher ends once every guard is back.
     pub(crate) fn close(&self) {
-        self.book().closed = true;
+        self.book().close();
         self.wake.notify_additional(1);
     }
 
@@ -176,57 +299,15 @@ impl Leaks {
 
     /// Reports the guards held past the threshold at `now`; returns when
     /// to look again.
-    fn scan(&self, now: Instant, address: &Address) -> Next {
-        let mut due = Vec::new();
-        let next = {
-            let mut book = self.book();
-            if book.closed && book.out.is_empty() {
-                return Next::Exit;
-            }
-            let mut next: Option<Instant> = None;
-            let mut reported = 0;
-            for (id, out) in book.out.iter_mut().filter(|(_, o)| !o.reported) {
-                let deadline = out.since.checked_add(self.threshold);
-                match deadline {
-                    Some(deadline) if deadline > now => {
-                        next = Some(next.map_or(deadline, |n| n.min(deadline)));
-                    }
-                    // Due (or so far off that it cannot be told apart).
-                    Some(_) => {
-                        out.reported = true;
-                        reported += 1;
-                        due.push(Report {
-                            id: *id,
-                            held: now.saturating_duration_since(out.since),
-                            caller: out.caller,
-                        });
-                    }
-                    None => {}
-                }
-            }
-            book.unreported -= reported;
-            next
-        };
-        due.sort_by_key(|r| r.id);
-        for Report { id, held, caller } in due {
-            tracing::warn!(
-                target: LOG_TARGET,
-                serverHost = address.host(),
-                serverPort = address.port(),
-                driverConnectionId = id.0,
-                durationMS = held.as_secs_f64() * 1000.0,
-                thresholdMS = self.threshold.as_secs_f64() * 1000.0,
-                location = %caller,
-                "Connection {id} held for {} ms, longer than the leak detection threshold of {} ms; \
-                 checked out at {caller}",
-                millis(held),
-                millis(self.threshold),
-            );
+    fn scan(&self, now: Instant, address: &Address) -> LeakNext {
+        let (due, next) = self.book().scan(now);
+        for report in due {
+            report.warn(address);
             // Counted once logged: whoever sees the count sees the
             // warning out (and a return noted after it).
             self.detected.fetch_add(1, Ordering::Release);
         }
-        Next::Sleep(next)
+        next
     }
 }
 
@@ -247,9 +328,9 @@ pub(crate) async fn watch<M: ManageConnection, R: Runtime>(pool: Weak<Shared<M, 
         let rt = shared.rt.clone();
         drop(shared);
         match next {
-            Next::Exit => return,
-            Next::Sleep(None) => listener.await,
-            Next::Sleep(Some(deadline)) => {
+            LeakNext::Exit => return,
+            LeakNext::Sleep(None) => listener.await,
+            LeakNext::Sleep(Some(deadline)) => {
                 race(rt.sleep_until(deadline), listener).await;
             }
         }
@@ -278,7 +359,7 @@ mod tests {
         let caller = Location::caller();
         leaks.checked_out(ConnectionId(1), t0, caller);
         leaks.checked_out(ConnectionId(2), t0 + Duration::from_millis(10), caller);
-        let Next::Sleep(next) = leaks.scan(t0 + Duration::from_millis(20), &address()) else {
+        let LeakNext::Sleep(next) = leaks.scan(t0 + Duration::from_millis(20), &address()) else {
             panic!("open")
         };
         assert_eq!(
@@ -294,7 +375,7 @@ mod tests {
             &address(),
             Back::CheckedIn,
         );
-        let Next::Sleep(next) = leaks.scan(t0 + Duration::from_millis(50), &address()) else {
+        let LeakNext::Sleep(next) = leaks.scan(t0 + Duration::from_millis(50), &address()) else {
             panic!("open")
         };
         assert_eq!((next, leaks.detected()), (None, 1));
@@ -310,7 +391,7 @@ mod tests {
         );
         assert!(leaks.book().out.is_empty());
         leaks.close();
-        assert!(matches!(leaks.scan(t0, &address()), Next::Exit));
+        assert!(matches!(leaks.scan(t0, &address()), LeakNext::Exit));
     }
 
     #[test]
@@ -319,8 +400,8 @@ mod tests {
         let t0 = Instant::now();
         leaks.checked_out(ConnectionId(1), t0, Location::caller());
         leaks.close();
-        assert!(matches!(leaks.scan(t0, &address()), Next::Sleep(Some(_))));
+        assert!(matches!(leaks.scan(t0, &address()), LeakNext::Sleep(Some(_))));
         leaks.returned(ConnectionId(1), t0, &address(), Back::Detached);
-        assert!(matches!(leaks.scan(t0, &address()), Next::Exit));
+        assert!(matches!(leaks.scan(t0, &address()), LeakNext::Exit));
     }
 }

@@ -119,6 +119,14 @@ pub use interrupt::Interrupted;
 pub use logging::{log_enabled, log_event, LOG_TARGET};
 pub use manager::ManageConnection;
 pub use panics::{Hook, Panicked};
+// For cmap-local, which catches, watches and exports as this crate does.
+#[cfg(feature = "metrics")]
+#[doc(hidden)]
+pub use export::Metrics;
+#[doc(hidden)]
+pub use leak::{Back, LeakBook, LeakNext, LeakReport};
+#[doc(hidden)]
+pub use panics::{catch_panic, catch_panic_in, CatchPanic, CountPanics};
 pub use pool::Pool;
 pub use readiness::{IdleCheck, NotReadyError};
 pub use runtime::Runtime;

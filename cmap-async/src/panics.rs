@@ -74,6 +74,67 @@ impl Panicked {
     }
 }
 
+/// Counts the panics an adapter catches: cmap-async's `Panics` (an
+/// atomic, shared by threads), a `Cell` on one thread (cmap-local).
+/// Public for the adapters only.
+#[doc(hidden)]
+pub trait CountPanics {
+    /// One more panic caught.
+    fn count_panic(&self);
+}
+
+impl CountPanics for std::cell::Cell<u64> {
+    fn count_panic(&self) {
+        self.set(self.get() + 1);
+    }
+}
+
+impl<C: CountPanics + ?Sized> CountPanics for &C {
+    fn count_panic(&self) {
+        (**self).count_panic();
+    }
+}
+
+/// Runs `f`, user code; a panic in it is caught, logged, counted in
+/// `counter` and returned as [`Panicked`]. Public for the adapters only.
+#[doc(hidden)]
+pub fn catch_panic<T>(counter: &impl CountPanics, hook: Hook, f: impl FnOnce() -> T) -> Result<T, Panicked> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|payload| caught(counter, hook, &*payload))
+}
+
+/// `make` creates a future of user code: a panic while making it or
+/// polling it is caught as by [`catch_panic`]. Public for the adapters
+/// only.
+#[doc(hidden)]
+pub fn catch_panic_in<C: CountPanics, F: Future>(
+    counter: C,
+    hook: Hook,
+    make: impl FnOnce() -> F,
+) -> CatchPanic<C, F> {
+    let state = match catch_panic(&counter, hook, make) {
+        Ok(future) => State::Running { future },
+        Err(panicked) => State::Failed {
+            panicked: Some(panicked),
+        },
+    };
+    CatchPanic { counter, hook, state }
+}
+
+/// Counts and logs one panic (once: the log record is the only one).
+fn caught(counter: &impl CountPanics, hook: Hook, payload: &(dyn Any + Send)) -> Panicked {
+    counter.count_panic();
+    let panicked = Panicked::new(hook, payload);
+    // A subscriber that panics on this record too is not asked again.
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        tracing::error!(
+            target: LOG_TARGET,
+            error = %panicked,
+            "Connection pool caught a panic"
+        )
+    }));
+    panicked
+}
+
 /// One pool's count of caught panics, shared by everything that calls
 /// user code.
 #[derive(Default)]
@@ -87,6 +148,12 @@ impl fmt::Debug for Panics {
     }
 }
 
+impl CountPanics for Panics {
+    fn count_panic(&self) {
+        self.caught.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 impl Panics {
     /// Panics caught so far.
     pub(crate) fn count(&self) -> u64 {
@@ -96,46 +163,26 @@ impl Panics {
     /// Runs `f`, user code; a panic in it is caught, logged, counted and
     /// returned as [`Panicked`].
     pub(crate) fn call<T>(&self, hook: Hook, f: impl FnOnce() -> T) -> Result<T, Panicked> {
-        catch_unwind(AssertUnwindSafe(f)).map_err(|payload| self.caught(hook, &*payload))
+        catch_panic(self, hook, f)
     }
 
     /// `make` creates a future of user code: a panic while making it or
     /// polling it is caught as by [`call`](Self::call).
     pub(crate) fn guard<F: Future>(&self, hook: Hook, make: impl FnOnce() -> F) -> Guarded<'_, F> {
-        let state = match self.call(hook, make) {
-            Ok(future) => State::Running { future },
-            Err(panicked) => State::Failed {
-                panicked: Some(panicked),
-            },
-        };
-        Guarded {
-            panics: self,
-            hook,
-            state,
-        }
-    }
-
-    /// Counts and logs one panic (once: the log record is the only one).
-    fn caught(&self, hook: Hook, payload: &(dyn Any + Send)) -> Panicked {
-        self.caught.fetch_add(1, Ordering::Relaxed);
-        let panicked = Panicked::new(hook, payload);
-        // A subscriber that panics on this record too is not asked again.
-        let _ = catch_unwind(AssertUnwindSafe(|| {
-            tracing::error!(
-                target: LOG_TARGET,
-                error = %panicked,
-                "Connection pool caught a panic"
-            )
-        }));
-        panicked
+        catch_panic_in(self, hook, make)
     }
 }
 
+/// A future of cmap-async's user code, counted in its pool's [`Panics`].
+pub(crate) type Guarded<'a, F> = CatchPanic<&'a Panics, F>;
+
 pin_project_lite::pin_project! {
     /// A future of user code whose panic, while it was made or polled,
-    /// ends it with [`Panicked`] (see [`Panics::guard`]).
-    pub(crate) struct Guarded<'a, F> {
-        panics: &'a Panics,
+    /// ends it with [`Panicked`] (see [`catch_panic_in`]). Public for the
+    /// adapters only.
+    #[doc(hidden)]
+    pub struct CatchPanic<C, F> {
+        counter: C,
         hook: Hook,
         #[pin]
         state: State<F>,
@@ -150,15 +197,14 @@ pin_project_lite::pin_project! {
     }
 }
 
-impl<F: Future> Future for Guarded<'_, F> {
+impl<C: CountPanics, F: Future> Future for CatchPanic<C, F> {
     type Output = Result<F::Output, Panicked>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         match this.state.project() {
             StateProj::Running { future } => {
-                let (panics, hook) = (this.panics, *this.hook);
-                match panics.call(hook, || future.poll(cx)) {
+                match catch_panic(&*this.counter, *this.hook, || future.poll(cx)) {
                     Ok(poll) => poll.map(Ok),
                     Err(panicked) => Poll::Ready(Err(panicked)),
                 }

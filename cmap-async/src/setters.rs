@@ -39,6 +39,10 @@ pub struct Settings {
     pub reset_timeout: Option<Duration>,
     /// Flight recorder capacity (0: off) and incident folder.
     pub flight: (usize, Option<PathBuf>),
+    /// Leak detection's threshold (`None` or zero: off).
+    pub leak_detection_threshold: Option<Duration>,
+    /// Metrics export (feature `metrics` of the adapter).
+    pub metrics: bool,
 }
 
 impl Default for Settings {
@@ -57,6 +61,8 @@ impl Default for Settings {
             connect_timeout: Some(DEFAULT_CONNECT_TIMEOUT),
             reset_timeout: Some(DEFAULT_RESET_TIMEOUT),
             flight: (0, None),
+            leak_detection_threshold: None,
+            metrics: false,
         }
     }
 }
@@ -121,12 +127,12 @@ impl Settings {
 }
 
 /// Expands every builder setter (`@common`: those of every adapter,
-/// `@threaded`: those of pools shared between threads; both without a
-/// group), in one of two modes:
+/// `@threaded`: those of pools shared between threads, the `Send + Sync`
+/// event callback; both without a group), in one of two modes:
 ///
 /// - `own`: the body written beside each setter, on a builder that holds
-///   a [`Settings`] in a field `settings` (and, for `@threaded`, the
-///   fields of cmap-async's [`PoolBuilder`](crate::PoolBuilder));
+///   a [`Settings`] in a field `settings` (and, for `@threaded`, a
+///   `callbacks` list as cmap-async's [`PoolBuilder`](crate::PoolBuilder));
 /// - `forward`: `self.map(|b| b.setter(value))`, for a builder that holds a
 ///   cmap-async `PoolBuilder` and has a `map` method applying a function to
 ///   it.
@@ -335,19 +341,6 @@ macro_rules! __pool_builder_setters {
             }
         }
         $crate::__pool_builder_setters! { @emit $mode
-            /// Leaves the pool paused once built, as the spec creates it,
-            /// for a topology monitor to mark it ready with
-            /// [`Pool::ready`](crate::Pool::ready).
-            start_paused(self, value: bool) {
-                self.settings.start_paused = value;
-            }
-        }
-    };
-    // The settings of the builders whose pools are shared between threads
-    // (the callback is Send + Sync; leak detection and metrics run on
-    // their own threads' terms).
-    (@threaded $mode:ident) => {
-        $crate::__pool_builder_setters! { @emit $mode
             /// Leak detection (HikariCP's `leakDetectionThreshold`; off by
             /// default, and `None` or zero turns it off): a guard held
             /// longer than `value` is reported once, by a WARN message of
@@ -358,9 +351,9 @@ macro_rules! __pool_builder_setters {
             /// it comes back, an INFO message says after how long.
             ///
             /// Off, it costs nothing per checkout. On, a checkout and its
-            /// return each write one entry of a registry under its own lock,
-            /// and one task per pool wakes at most once per threshold to look
-            /// at it.
+            /// return each write one entry of a registry (under its own lock
+            /// in a pool shared by threads), and one task per pool wakes at
+            /// most once per threshold to look at it.
             ///
             /// ```
             /// # use std::time::Duration;
@@ -370,7 +363,7 @@ macro_rules! __pool_builder_setters {
             /// # }
             /// ```
             leak_detection_threshold(self, value: impl Into<Option<::std::time::Duration>>) {
-                self.leak_detection_threshold = value.into();
+                self.settings.leak_detection_threshold = value.into();
             }
         }
         $crate::__pool_builder_setters! { @emit $mode
@@ -397,9 +390,21 @@ macro_rules! __pool_builder_setters {
             /// ```
             #[cfg(feature = "metrics")]
             metrics(self, value: bool) {
-                self.metrics = value;
+                self.settings.metrics = value;
             }
         }
+        $crate::__pool_builder_setters! { @emit $mode
+            /// Leaves the pool paused once built, as the spec creates it,
+            /// for a topology monitor to mark it ready with
+            /// [`Pool::ready`](crate::Pool::ready).
+            start_paused(self, value: bool) {
+                self.settings.start_paused = value;
+            }
+        }
+    };
+    // The settings of the builders whose pools are shared between threads:
+    // the callback is Send + Sync (cmap-local writes its own, without).
+    (@threaded $mode:ident) => {
         $crate::__pool_builder_setters! { @emit $mode
             /// Subscribes a callback before the pool exists, so it sees the
             /// `ConnectionPoolCreated` and `ConnectionPoolReady` events too.

@@ -20,10 +20,10 @@ type Callback = Rc<dyn Fn(&Event)>;
 /// Builds a [`Pool`]. Its settings (generated from the list every
 /// adapter's builder shares) and defaults are those of
 /// `cmap_async::PoolBuilder` (whose docs say why each default is what it
-/// is), less leak detection and metrics, and with callbacks that need not
-/// be `Send`: a 30 s wait-queue timeout, a reconnect backoff, checkouts that
-/// keep waiting through a network failure, a 10 s connect and reset
-/// timeout, a random jitter seed, the pool marked ready once built.
+/// is), with callbacks that need not be `Send`: a 30 s wait-queue
+/// timeout, a reconnect backoff, checkouts that keep waiting through a
+/// network failure, a 10 s connect and reset timeout, a random jitter
+/// seed, the pool marked ready once built.
 ///
 /// ```
 /// # use cmap_local::{BuildError, ManageConnection, Pool, LocalRuntime};
@@ -116,6 +116,8 @@ impl<M: ManageConnection, R: LocalRuntime> PoolBuilder<M, R> {
         }
         // Spec: the pool is created paused and emits ConnectionPoolCreated.
         let core = cmap_core::Pool::new(rt.now(), address.clone(), options);
+        #[cfg(feature = "metrics")]
+        let metrics = self.settings.metrics.then(|| cmap_async::Metrics::new(&address));
         let shared = Rc::new_cyclic(|me| Shared {
             me: me.clone(),
             core: std::cell::RefCell::new(core),
@@ -133,12 +135,26 @@ impl<M: ManageConnection, R: LocalRuntime> PoolBuilder<M, R> {
             timer: Rc::default(),
             armed: Cell::new(None),
             handles: Cell::new(1),
+            leaks: crate::leak::Leaks::new(self.settings.leak_detection_threshold),
             #[cfg(feature = "recorder")]
             flight: match self.settings.flight {
                 (0, _) => None,
                 (capacity, dir) => Some(crate::flight::Flight::new(capacity, dir)),
             },
         });
+        #[cfg(feature = "metrics")]
+        if let Some(metrics) = metrics {
+            // Before the ready input, so the first events count; weakly,
+            // as the subscription lives in the pool.
+            let pool = Rc::downgrade(&shared);
+            let _ = shared.events.subscribe(Rc::new(move |event: &Event| {
+                let status = || {
+                    pool.upgrade()
+                        .and_then(|p| p.core.try_borrow().ok().map(|c| c.status()))
+                };
+                metrics.record(event, status);
+            }));
+        }
         let start_paused = self.settings.start_paused;
         shared.input(|core, now| {
             if !start_paused {
@@ -152,6 +168,9 @@ impl<M: ManageConnection, R: LocalRuntime> PoolBuilder<M, R> {
             shared.input(|core, now| core.start_recording(now, capacity));
         }
         shared.rt.spawn_local(crate::timer::run(Rc::downgrade(&shared)));
+        if shared.leaks.is_some() {
+            shared.rt.spawn_local(crate::leak::watch(Rc::downgrade(&shared)));
+        }
         Ok(Pool::from_shared(shared))
     }
 }

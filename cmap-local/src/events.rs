@@ -1,7 +1,10 @@
 //! Events to subscribers, in the core's order, outside every borrow of the
 //! core: an input queues its events, and the outermost delivery on the
 //! stack sends them all, so that a callback that calls into the pool has
-//! its own input's events sent after the ones before them.
+//! its own input's events sent after the ones before them. A panic in a
+//! callback or a `tracing` layer is caught, logged and counted
+//! (`Stats::panics_caught`): the others still get the event, and the input
+//! goes on to perform its actions.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -9,7 +12,7 @@ use std::rc::Rc;
 
 use cmap_core::Event;
 
-use cmap_async::{log_enabled, log_event};
+use cmap_async::{catch_panic, log_enabled, log_event, Hook};
 
 type Callback = Rc<dyn Fn(&Event)>;
 
@@ -24,6 +27,9 @@ pub(crate) struct Events {
     next: Cell<u64>,
     queue: RefCell<VecDeque<Event>>,
     delivering: Cell<bool>,
+    /// Panics caught in user code, the manager's hooks included (shared
+    /// with the establishing tasks, which hold the pool weakly).
+    pub(crate) panics: Rc<Cell<u64>>,
 }
 
 /// Clears `delivering` even when a callback panics.
@@ -70,12 +76,12 @@ impl Events {
             let Some(event) = self.queue.borrow_mut().pop_front() else {
                 return;
             };
-            log_event(&event);
+            let _ = catch_panic(&*self.panics, Hook::Logging, || log_event(&event));
             // A copy of the list: a callback may subscribe or unsubscribe.
             let subscribers: Vec<Callback> =
                 self.subscribers.borrow().iter().map(|(_, c)| c.clone()).collect();
             for callback in subscribers {
-                callback(&event);
+                let _ = catch_panic(&*self.panics, Hook::EventCallback, || callback(&event));
             }
         }
     }

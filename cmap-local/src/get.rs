@@ -3,12 +3,14 @@
 //! connection already in its slot goes back).
 
 use std::future::poll_fn;
+use std::panic::Location;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use cmap_async::{GetError, IdleCheck};
-use cmap_core::{Pooled, WaiterId};
+use cmap_async::{catch_panic_in, GetError, Hook, IdleCheck};
+use cmap_core::{Pooled, SharedError, WaiterId};
 
 use crate::guard::PooledConnection;
 use crate::manager::ManageConnection;
@@ -90,13 +92,24 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
     }
 
     /// The manager's check of `guard`'s connection, bounded by `deadline`:
-    /// `None` when the deadline came first.
+    /// `None` when the deadline came first; a check that panicked failed
+    /// with [`Panicked`](cmap_async::Panicked).
     async fn checked(
         &self,
         guard: &mut PooledConnection<M, R>,
         deadline: Option<Instant>,
-    ) -> Option<Result<(), M::Error>> {
-        let check = self.manager.check(guard, deadline);
+    ) -> Option<Result<(), SharedError>> {
+        let check = async {
+            match catch_panic_in(&*self.events.panics, Hook::Check, || {
+                self.manager.check(guard, deadline)
+            })
+            .await
+            {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(error)) => Err(Arc::new(error) as SharedError),
+                Err(panicked) => Err(Arc::new(panicked) as SharedError),
+            }
+        };
         match deadline {
             Some(deadline) => {
                 let timed_out = async {
@@ -110,8 +123,13 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
     }
 
     /// `get()`: checkouts until one passes the manager's check, all within
-    /// one deadline.
-    pub(crate) async fn get(self: Rc<Self>, wait: Wait) -> Result<PooledConnection<M, R>, GetError> {
+    /// one deadline; the guard watched for leaks as checked out by
+    /// `caller`, when leak detection is on.
+    pub(crate) async fn get(
+        self: Rc<Self>,
+        wait: Wait,
+        caller: &'static Location<'static>,
+    ) -> Result<PooledConnection<M, R>, GetError> {
         // One clock reading for the checkout and its deadline.
         let started = self.rt.now();
         let (conn, deadline) = self.check_out_once(started, wait).await;
@@ -119,16 +137,20 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
         loop {
             let mut guard = PooledConnection::new(self.clone(), conn);
             if !M::CHECKS {
+                guard.track(caller);
                 return Ok(guard);
             }
             match self.checked(&mut guard, deadline).await {
-                Some(Ok(())) => return Ok(guard),
+                Some(Ok(())) => {
+                    guard.track(caller);
+                    return Ok(guard);
+                }
                 Some(Err(error)) => {
                     guard.mark_broken();
                     // Made for this very checkout: a new one would fail
                     // the same way.
                     if guard.created_at() >= started {
-                        return Err(GetError::CheckFailed(std::sync::Arc::new(error)));
+                        return Err(GetError::CheckFailed(error));
                     }
                 }
                 // The deadline passed during the check: the next checkout

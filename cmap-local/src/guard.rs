@@ -8,6 +8,7 @@ use std::ops::{Deref, DerefMut};
 use std::rc::Rc;
 use std::time::Instant;
 
+use cmap_async::{catch_panic, catch_panic_in, Back, Hook};
 use cmap_core::{ConnectionId, Pooled};
 
 use crate::manager::ManageConnection;
@@ -23,6 +24,8 @@ pub struct PooledConnection<M: ManageConnection, R: LocalRuntime> {
     pool: Rc<Shared<M, R>>,
     conn: Option<Pooled<M::Connection>>,
     broken: bool,
+    /// Watched by leak detection: reported back when it returns.
+    tracked: bool,
 }
 
 impl<M: ManageConnection, R: LocalRuntime> PooledConnection<M, R> {
@@ -31,6 +34,25 @@ impl<M: ManageConnection, R: LocalRuntime> PooledConnection<M, R> {
             pool,
             conn: Some(conn),
             broken: false,
+            tracked: false,
+        }
+    }
+
+    /// Watched for leaks from now, as checked out by `caller`, when leak
+    /// detection is on (off, one branch).
+    #[inline]
+    pub(crate) fn track(&mut self, caller: &'static std::panic::Location<'static>) {
+        if self.pool.leaks.is_some() {
+            self.start_tracking(caller);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn start_tracking(&mut self, caller: &'static std::panic::Location<'static>) {
+        if let Some(leaks) = &self.pool.leaks {
+            leaks.checked_out(self.connection_id(), self.pool.rt.now(), caller);
+            self.tracked = true;
         }
     }
 
@@ -63,6 +85,9 @@ impl<M: ManageConnection, R: LocalRuntime> PooledConnection<M, R> {
     /// `detached`, no longer counted against `maxPoolSize`).
     pub fn detach(mut self) -> M::Connection {
         let conn = self.conn.take().expect("present until dropped or detached");
+        if self.tracked {
+            self.pool.leak_returned(conn.id(), Back::Detached);
+        }
         self.pool.interrupted.borrow_mut().remove(&conn.id());
         let detached = self.pool.input(|core, now| core.handle_detach(now, conn));
         match detached {
@@ -96,19 +121,39 @@ impl<M: ManageConnection, R: LocalRuntime> fmt::Debug for PooledConnection<M, R>
 impl<M: ManageConnection, R: LocalRuntime> Drop for PooledConnection<M, R> {
     fn drop(&mut self) {
         let Some(conn) = self.conn.take() else { return };
-        self.pool.give_back(conn, self.broken);
+        self.pool.give_back(conn, self.broken, self.tracked);
     }
 }
 
 impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
+    /// A guard watched by leak detection came back.
+    #[cold]
+    #[inline(never)]
+    fn leak_returned(&self, id: ConnectionId, back: Back) {
+        if let Some(leaks) = &self.leaks {
+            leaks.returned(id, self.rt.now(), &self.address, back);
+        }
+    }
+
     /// Takes back the connection of a dropped guard (see
-    /// [`PooledConnection`]).
-    pub(crate) fn give_back(&self, mut conn: Pooled<M::Connection>, broken: bool) {
+    /// [`PooledConnection`]); `tracked`: watched by leak detection.
+    pub(crate) fn give_back(&self, mut conn: Pooled<M::Connection>, broken: bool, tracked: bool) {
+        if tracked {
+            self.leak_returned(conn.id(), Back::CheckedIn);
+        }
         if self.interrupted.borrow().contains(&conn.id()) {
             self.check_in(conn);
             return;
         }
-        if broken || std::thread::panicking() || self.manager.is_broken(&mut conn) {
+        // No hook runs while the user's code unwinds; one that panics
+        // found the connection broken.
+        let broken = broken
+            || std::thread::panicking()
+            || catch_panic(&*self.events.panics, Hook::IsBroken, || {
+                self.manager.is_broken(&mut conn)
+            })
+            .unwrap_or(true);
+        if broken {
             conn.mark_errored();
             self.check_in(conn);
             return;
@@ -125,16 +170,21 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
         // Runs at once when the reset is done at once (the default does
         // nothing): then the connection is back before the drop returns.
         let mut task = Box::pin(async move {
-            let reset = pool.manager.reset(&mut conn);
+            let reset = async {
+                let reset = catch_panic_in(&*pool.events.panics, Hook::Reset, || {
+                    pool.manager.reset(&mut conn)
+                });
+                matches!(reset.await, Ok(Ok(())))
+            };
             let ok = match pool.timeouts.reset.and_then(|t| pool.rt.now().checked_add(t)) {
                 Some(deadline) => {
                     let timed_out = async {
                         pool.rt.sleep_until(deadline).await;
                         false
                     };
-                    futures_lite::future::or(async { reset.await.is_ok() }, timed_out).await
+                    futures_lite::future::or(reset, timed_out).await
                 }
-                None => reset.await.is_ok(),
+                None => reset.await,
             };
             if !ok {
                 conn.mark_errored();

@@ -13,7 +13,12 @@
 //!   drop; [`Pool::ready`], [`Pool::clear`], [`Pool::close`],
 //!   [`Pool::status`], [`Pool::stats`], events with [`Pool::on_event`],
 //!   the spec's log messages through `tracing` (target
-//!   [`LOG_TARGET`]), and the flight recorder ([`Pool::recording`]).
+//!   [`LOG_TARGET`]), the flight recorder ([`Pool::recording`]), leak
+//!   detection ([`PoolBuilder::leak_detection_threshold`]) and, with the
+//!   feature `metrics`, metrics export (`PoolBuilder::metrics`).
+//! - Panics in the manager's hooks and in event callbacks are caught,
+//!   logged and counted (`Stats::panics_caught`): the hook failed, and the
+//!   pool loses no connection slot.
 //! - [`ManageConnection`] — cmap-async's manager trait without `Send`.
 //! - [`LocalRuntime`] — spawn on this thread, sleep until an instant:
 //!   [`TokioLocal`] (feature `tokio`, on by default) and `Compio`
@@ -69,6 +74,7 @@ mod events;
 mod flight;
 mod get;
 mod guard;
+mod leak;
 mod manager;
 mod pool;
 mod runtime;
@@ -87,7 +93,7 @@ pub use runtime::LocalRuntime;
 #[cfg(feature = "tokio")]
 pub use runtime::TokioLocal;
 
-pub use cmap_async::{BuildError, GetError, IdleCheck, NotReadyError, ToAddress, LOG_TARGET};
+pub use cmap_async::{BuildError, GetError, Hook, IdleCheck, NotReadyError, Panicked, ToAddress, LOG_TARGET};
 pub use cmap_core;
 #[cfg(feature = "recorder")]
 pub use cmap_core::Recording;

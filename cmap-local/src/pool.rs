@@ -2,6 +2,7 @@
 //! the last handle is dropped.
 
 use std::future::Future;
+use std::panic::Location;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -36,27 +37,30 @@ impl<M: ManageConnection, R: LocalRuntime> Pool<M, R> {
     /// A connection, waiting at most the wait-queue timeout from its first
     /// poll. The future borrows nothing (spawn it if you like); dropped at any point, it
     /// loses no connection and no capacity.
+    #[track_caller]
     pub fn get(&self) -> impl Future<Output = Result<PooledConnection<M, R>, GetError>> + 'static {
-        self.shared.clone().get(Wait::QueueTimeout)
+        self.shared.clone().get(Wait::QueueTimeout, Location::caller())
     }
 
     /// [`get`](Self::get) with a wait of the caller's (from the first
     /// poll, as `get`'s) instead of the wait-queue timeout (such as what is left of an operation's own
     /// timeout); `Duration::ZERO` takes only an available connection.
+    #[track_caller]
     pub fn get_timeout(
         &self,
         timeout: Duration,
     ) -> impl Future<Output = Result<PooledConnection<M, R>, GetError>> + 'static {
-        self.shared.clone().get(Wait::For(timeout))
+        self.shared.clone().get(Wait::For(timeout), Location::caller())
     }
 
     /// [`get`](Self::get) until `deadline` on the runtime's clock (`None`:
     /// no limit).
+    #[track_caller]
     pub fn get_until(
         &self,
         deadline: Option<Instant>,
     ) -> impl Future<Output = Result<PooledConnection<M, R>, GetError>> + 'static {
-        self.shared.clone().get(Wait::Until(deadline))
+        self.shared.clone().get(Wait::Until(deadline), Location::caller())
     }
 
     /// Waits until the pool holds minPoolSize open connections (idle or
@@ -227,6 +231,9 @@ impl<M: ManageConnection, R: LocalRuntime> Pool<M, R> {
     pub fn close(&self) {
         self.shared.input(|core, now| core.handle_close(now));
         self.shared.timer.fire();
+        if let Some(leaks) = &self.shared.leaks {
+            leaks.close();
+        }
     }
 
     /// Calls `callback` with every event, in the core's order, on this
@@ -245,9 +252,13 @@ impl<M: ManageConnection, R: LocalRuntime> Pool<M, R> {
         self.shared.core.borrow().status()
     }
 
-    /// The counters since the pool was built.
+    /// The counters since the pool was built, with the panics caught in
+    /// user code and the leaks detected.
     pub fn stats(&self) -> Stats {
-        self.shared.core.borrow().stats()
+        let mut stats = self.shared.core.borrow().stats();
+        stats.panics_caught = self.shared.events.panics.get();
+        stats.leaks_detected = self.shared.leaks.as_ref().map_or(0, |leaks| leaks.detected());
+        stats
     }
 
     /// Paused, ready or closed.

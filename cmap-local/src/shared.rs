@@ -23,17 +23,25 @@
 //! new input (a connection delivered to a checkout whose future is gone)
 //! runs it after the borrow is released. Nothing is locked: the pool lives
 //! on one thread (`Rc`, `RefCell`, `Cell`).
+//!
+//! Every call into user code (the manager's hooks, event callbacks) is
+//! wrapped in cmap-async's `catch_panic`: a panic there is logged, counted
+//! and becomes that hook's failure (an establishment failed, a connection
+//! closed), so the work after the call (an input, a check-in) still runs
+//! and no slot is lost.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant};
 
+use cmap_async::{catch_panic, catch_panic_in, Hook};
 use cmap_core::{
     Action, Address, CheckOutError, ConnectionId, EstablishError, HandOver, Output, Pooled, WaiterId,
 };
 
 use crate::events::Events;
+use crate::leak::Leaks;
 use crate::manager::ManageConnection;
 use crate::runtime::LocalRuntime;
 use crate::signal::{Signal, Slot};
@@ -75,6 +83,8 @@ pub(crate) struct Shared<M: ManageConnection, R> {
     pub(crate) armed: Cell<Option<Instant>>,
     /// Live `Pool` handles; the last one dropped closes the pool.
     pub(crate) handles: Cell<usize>,
+    /// Leak detection, when the builder set a threshold.
+    pub(crate) leaks: Option<Leaks>,
     #[cfg(feature = "recorder")]
     pub(crate) flight: Option<crate::flight::Flight>,
 }
@@ -240,6 +250,7 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
         let manager = self.manager.clone();
         let rt = self.rt.clone();
         let timeout = self.timeouts.connect;
+        let panics = self.events.panics.clone();
         let mut report = Report {
             pool: self.me.clone(),
             id,
@@ -263,6 +274,10 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
                     None => manager.connect().await.map_err(labelled),
                 }
             };
+            // A panic in `connect` or `classify` is a failure like any
+            // other (not a sign of overload): the slot is freed and the
+            // checkout that asked is told why.
+            let connect = catch_panic_in(&*panics, Hook::Connect, || connect);
             let aborted = async {
                 abort.wait().await;
                 None
@@ -271,6 +286,7 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
             report.armed = false;
             // Aborted: the core has already counted it closed.
             let Some(result) = outcome else { return };
+            let result = result.unwrap_or_else(|panicked| Err(EstablishError::other(panicked)));
             if let Some(shared) = report.pool.upgrade() {
                 shared.finish_establish(id, result);
             }
@@ -279,14 +295,18 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
 
     fn finish_establish(&self, id: ConnectionId, result: Result<M::Connection, EstablishError>) {
         self.establishing.borrow_mut().remove(&id);
-        let service_id = result
-            .as_ref()
-            .ok()
-            .and_then(|conn| self.manager.service_id(conn));
+        let result = result.and_then(|conn| {
+            match catch_panic(&*self.events.panics, Hook::Connect, || {
+                self.manager.service_id(&conn)
+            }) {
+                Ok(service_id) => Ok((conn, service_id)),
+                Err(panicked) => Err(EstablishError::other(panicked)),
+            }
+        });
         self.input(|core, now| {
             // `Err` only for an id the core never issued.
             let _ = match result {
-                Ok(conn) => core.handle_established(now, id, conn, service_id),
+                Ok((conn, service_id)) => core.handle_established(now, id, conn, service_id),
                 Err(error) => core.handle_establish_failed(now, id, error),
             };
         });

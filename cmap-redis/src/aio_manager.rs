@@ -178,13 +178,10 @@ impl ConnectionLike for RedisConnection {
     }
 }
 
-impl<const RESET: bool> ManageConnection for RedisManager<RESET> {
-    type Connection = RedisConnection;
-    type Error = RedisError;
-    const RESETS: bool = RESET;
-
-    /// A new multiplexed connection: TCP, TLS, `AUTH`, `SELECT`, `HELLO`.
-    async fn connect(&self) -> Result<RedisConnection, RedisError> {
+impl<const RESET: bool> RedisManager<RESET> {
+    /// A new multiplexed connection: TCP, TLS, `AUTH`, `SELECT`, `HELLO`
+    /// (its socket driven by a task on redis's runtime).
+    pub(crate) async fn open(&self) -> Result<RedisConnection, RedisError> {
         let conn = self.client.get_multiplexed_async_connection().await?;
         Ok(RedisConnection {
             conn,
@@ -193,19 +190,13 @@ impl<const RESET: bool> ManageConnection for RedisManager<RESET> {
         })
     }
 
-    /// [`crate::classify`].
-    fn classify(&self, error: &RedisError) -> EstablishErrorKind {
-        crate::classify(error)
-    }
-
-    fn address(&self) -> Option<Address> {
-        Some(Self::address(self))
-    }
-
-    /// A connection marked broken is refused; with
-    /// [`validate_idle_after`](RedisManager::validate_idle_after), one idle
-    /// that long is sent a `PING`.
-    fn check(&self, conn: &mut RedisConnection) -> impl Future<Output = Result<(), RedisError>> + Send {
+    /// The check of every pool: a connection marked broken is refused;
+    /// with [`validate_idle_after`](RedisManager::validate_idle_after), one
+    /// idle that long is sent a `PING`.
+    pub(crate) fn check_conn<'a>(
+        &self,
+        conn: &'a mut RedisConnection,
+    ) -> impl Future<Output = Result<(), RedisError>> + Send + 'a {
         let validate = self
             .validate_idle_after
             .is_some_and(|idle| conn.last_used.elapsed() >= idle);
@@ -225,18 +216,57 @@ impl<const RESET: bool> ManageConnection for RedisManager<RESET> {
     }
 
     /// The commands given to [`reset_with`](RedisManager::reset_with), in
-    /// order (never called for a manager without any).
-    async fn reset(&self, conn: &mut RedisConnection) -> Result<(), RedisError> {
+    /// order.
+    pub(crate) async fn reset_conn(&self, conn: &mut RedisConnection) -> Result<(), RedisError> {
         for command in &self.reset {
             command.query_async::<Value>(&mut *conn).await?;
         }
         Ok(())
     }
 
+    /// Whether a command failed on it; notes when it was last used, for
+    /// the validation threshold.
+    pub(crate) fn touch_and_test(conn: &mut RedisConnection) -> bool {
+        conn.last_used = Instant::now();
+        conn.broken
+    }
+}
+
+impl<const RESET: bool> ManageConnection for RedisManager<RESET> {
+    type Connection = RedisConnection;
+    type Error = RedisError;
+    const RESETS: bool = RESET;
+
+    /// A new multiplexed connection: TCP, TLS, `AUTH`, `SELECT`, `HELLO`.
+    async fn connect(&self) -> Result<RedisConnection, RedisError> {
+        self.open().await
+    }
+
+    /// [`crate::classify`].
+    fn classify(&self, error: &RedisError) -> EstablishErrorKind {
+        crate::classify(error)
+    }
+
+    fn address(&self) -> Option<Address> {
+        Some(Self::address(self))
+    }
+
+    /// A connection marked broken is refused; with
+    /// [`validate_idle_after`](RedisManager::validate_idle_after), one idle
+    /// that long is sent a `PING`.
+    fn check(&self, conn: &mut RedisConnection) -> impl Future<Output = Result<(), RedisError>> + Send {
+        self.check_conn(conn)
+    }
+
+    /// The commands given to [`reset_with`](RedisManager::reset_with), in
+    /// order (never called for a manager without any).
+    fn reset(&self, conn: &mut RedisConnection) -> impl Future<Output = Result<(), RedisError>> + Send {
+        self.reset_conn(conn)
+    }
+
     /// A connection a command failed on. Also notes when it was last used,
     /// for the validation threshold.
     fn is_broken(&self, conn: &mut RedisConnection) -> bool {
-        conn.last_used = Instant::now();
-        conn.broken
+        Self::touch_and_test(conn)
     }
 }

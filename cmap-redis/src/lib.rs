@@ -11,6 +11,9 @@
 //!   inside a tokio runtime and smol's executor elsewhere.
 //! - [`blocking::RedisManager`] (feature `blocking`): a synchronous
 //!   [`redis::Connection`], for a `cmap_blocking::Pool`.
+//! - With the feature `local`, [`RedisManager`] also serves a
+//!   `cmap_local::Pool` (one pool per core, on tokio's current-thread
+//!   runtime with a `LocalSet`).
 //!
 //! One line to a working pool:
 //!
@@ -70,6 +73,8 @@ mod aio_manager;
 #[cfg(feature = "blocking")]
 #[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
 pub mod blocking;
+#[cfg(feature = "local")]
+mod local_manager;
 
 #[cfg(feature = "aio")]
 use cmap_async as cmap;
