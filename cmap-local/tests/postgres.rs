@@ -8,17 +8,11 @@ use std::time::Duration;
 use cmap_local::{Pool, TokioLocal};
 use cmap_postgres::{NoTls, PgManager};
 
-fn enabled() -> bool {
-    let on = std::env::var("CMAP_PG_TESTS").is_ok_and(|v| v == "1");
-    if !on {
-        eprintln!("skipped: set CMAP_PG_TESTS=1 with PostgreSQL at 127.0.0.1:5432");
-    }
-    on
-}
-
 #[test]
 fn sessions_are_reused_rolled_back_and_shared_by_local_tasks() {
-    if !enabled() {
+    if !cmap_testkit::postgres::server_tests_enabled(
+        "sessions_are_reused_rolled_back_and_shared_by_local_tasks",
+    ) {
         return;
     }
     let rt = tokio::runtime::Builder::new_current_thread()

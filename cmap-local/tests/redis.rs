@@ -11,17 +11,9 @@ use cmap_redis::RedisManager;
 
 const URL: &str = "redis://127.0.0.1:6379/";
 
-fn enabled() -> bool {
-    let on = std::env::var("CMAP_REDIS_TESTS").is_ok_and(|v| v == "1");
-    if !on {
-        eprintln!("skipped: set CMAP_REDIS_TESTS=1 with Redis at 127.0.0.1:6379");
-    }
-    on
-}
-
 #[test]
 fn connections_are_reused_reset_and_shared_by_local_tasks() {
-    if !enabled() {
+    if !cmap_testkit::gate::redis_tests("connections_are_reused_reset_and_shared_by_local_tasks") {
         return;
     }
     let rt = tokio::runtime::Builder::new_current_thread()

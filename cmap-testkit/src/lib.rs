@@ -33,6 +33,7 @@
 pub mod echo;
 mod fake;
 mod flight;
+pub mod gate;
 pub mod logs;
 pub mod manual_clock;
 pub mod mongo;

@@ -2,7 +2,6 @@
 //! v1.24.2 on its SQLite backend), and whether the tests that need them
 //! run.
 
-use std::io::Write as _;
 
 /// The server with authentication on: user `cmap`, password
 /// `cmap-secret`, in database `test` (`hello` and `ping` answer without
@@ -22,15 +21,11 @@ pub const METRICS_ADDRS: [&str; 2] = ["127.0.0.1:28017", "127.0.0.1:28018"];
 /// Whether the server tests run (`CMAP_MONGO_TESTS=1`; CI sets it); says
 /// why not, past the test harness's output capture.
 pub fn server_tests_enabled(test: &str) -> bool {
-    if std::env::var("CMAP_MONGO_TESTS").as_deref() == Ok("1") {
-        return true;
-    }
-    let _ = writeln!(
-        std::io::stderr(),
-        "skipping {test}: set CMAP_MONGO_TESTS=1 to run it against FerretDB at {AUTH_ADDR} and \
-         {OPEN_ADDR} (bash .ci/ferretdb.sh starts them)"
-    );
-    false
+    crate::gate::server_tests(
+        "CMAP_MONGO_TESTS",
+        &format!("FerretDB at {AUTH_ADDR} and {OPEN_ADDR} (bash .ci/ferretdb.sh starts them)"),
+        test,
+    )
 }
 
 /// A FerretDB of a test's own, on free loopback ports, without

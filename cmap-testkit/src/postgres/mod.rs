@@ -19,7 +19,6 @@ mod checks;
 mod client;
 pub mod on_tokio;
 
-use std::io::Write as _;
 use std::time::Duration;
 
 use cmap_postgres::tokio_postgres::{Client, Config};
@@ -32,14 +31,7 @@ pub use on_tokio::OnTokio;
 /// Whether the server checks run; says why not, past the test harness's
 /// output capture.
 pub fn server_tests_enabled(test: &str) -> bool {
-    if std::env::var("CMAP_PG_TESTS").as_deref() == Ok("1") {
-        return true;
-    }
-    let _ = writeln!(
-        std::io::stderr(),
-        "skipping {test}: set CMAP_PG_TESTS=1 to run it against PostgreSQL at 127.0.0.1:5432"
-    );
-    false
+    crate::gate::server_tests("CMAP_PG_TESTS", "PostgreSQL at 127.0.0.1:5432", test)
 }
 
 /// The server's configuration, on `port` of 127.0.0.1, with sessions named
