@@ -20,29 +20,21 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use cmap_core::{CheckOut, CheckOutError, ConnectionId, Pooled, SharedError, TimeoutContext, WaiterId};
+use cmap_core::{CheckOutError, ConnectionId, Pooled, SharedError, TimeoutContext, WaiterId};
 
 use crate::clock::CoarseNow;
-use crate::driver::{lock_slot, Deferred, OwnCheckout, SharedSlot, Slot};
+use crate::driver::{lock_slot, SharedSlot, Slot};
 use crate::error::GetError;
 use crate::manager::ManageConnection;
 use crate::panics::Hook;
 use crate::runtime::Runtime;
-use crate::shared::{Locked, Shared};
+use crate::shared::{Ended, Shared};
 use crate::util::{race_lazy, Either};
 
 enum State<C> {
     Start,
     Queued(WaiterId, SharedSlot<C>),
     Done,
-}
-
-/// How a checkout's first input ended ([`Shared::start_cycle`]).
-enum Started<C> {
-    /// Served or failed in that input.
-    Done(Result<Pooled<C>, CheckOutError>),
-    /// Queued as this waiter, with its slot.
-    Queued(WaiterId, SharedSlot<C>),
 }
 
 /// How long a checkout may wait.
@@ -86,47 +78,25 @@ impl<M: ManageConnection, R: Runtime> Future for Checkout<'_, M, R> {
         let shared = self.shared;
         match &self.state {
             State::Start => {
-                let read = shared.read_clock();
-                let mut inner = shared.lock();
-                let read = shared.begin(&mut inner, read, true);
-                let now = read.at;
-                let deadline = self.limit.deadline(read);
+                let mut cycle = shared.cycle(shared.read_clock(), true);
+                let deadline = self.limit.deadline(cycle.read());
                 if M::CHECKS {
                     // For the check and the checkouts after a failed one
                     // (`Shared::get`); nothing else reads them.
                     self.limit = Limit::Until(deadline);
-                    self.issued_before = inner.last_issued;
+                    self.issued_before = cycle.last_issued;
                 }
-                let own = match inner.core.handle_check_out_direct(now, deadline) {
-                    CheckOut::Ready(connection) => match shared.settle(inner) {
-                        // Served, and nothing else to do: the common
-                        // checkout ends here.
-                        Ok(()) => {
-                            self.state = State::Done;
-                            return Poll::Ready(Ok(connection));
-                        }
-                        Err(locked) => {
-                            inner = locked;
-                            OwnCheckout {
-                                id: None,
-                                outcome: Some(Ok(connection)),
-                            }
-                        }
-                    },
-                    CheckOut::Later(id) => OwnCheckout {
-                        id: Some(id),
-                        outcome: None,
-                    },
-                };
-                match shared.start_cycle(inner, now, own, cx) {
-                    Started::Done(outcome) => {
+                cycle.check_out(deadline, cx.waker());
+                match cycle.end() {
+                    Ended::Done(outcome) => {
                         self.state = State::Done;
                         Poll::Ready(outcome)
                     }
-                    Started::Queued(id, slot) => {
+                    Ended::Queued(id, slot) => {
                         self.state = State::Queued(id, slot);
                         Poll::Pending
                     }
+                    Ended::NoCheckout => unreachable!("a checkout was started"),
                 }
             }
             State::Queued(_, slot) => {
@@ -180,47 +150,6 @@ impl<M: ManageConnection, R: Runtime> Drop for Checkout<'_, M, R> {
                 // Otherwise an input completed it since: finding the slot
                 // taken, it checks the connection back in.
             }),
-        }
-    }
-}
-
-impl<M: ManageConnection, R: Runtime> Shared<M, R> {
-    /// The rest of a checkout's first input when it left more than its own
-    /// connection (`own`): the full cycle (drain, unlock, perform). If it
-    /// waits, its slot is a spare one when there is one (`SpareSlots`).
-    fn start_cycle(
-        &self,
-        mut inner: Locked<'_, M::Connection>,
-        now: Instant,
-        mut own: OwnCheckout<M::Connection>,
-        cx: &Context<'_>,
-    ) -> Started<M::Connection> {
-        // Queued, and no action to take (no connection to start): the
-        // waiter's slot in, then the input settles (its events, if any,
-        // delivered after the unlock).
-        if let (Some(id), None) = (own.id, &own.outcome) {
-            if inner.left_no_action() {
-                let slot = inner.spare_slots.take(cx.waker());
-                inner.waiters.insert(id, slot.clone());
-                self.end_without_action(inner);
-                return Started::Queued(id, slot);
-            }
-        }
-        let mut deferred = Deferred::default();
-        self.finish(&mut inner, now, &mut deferred, &mut own, usize::MAX);
-        // Completed among this input's own outputs: no slot. Otherwise it
-        // waits in one.
-        let queued = own.id.filter(|_| own.outcome.is_none()).map(|id| {
-            let slot = inner.spare_slots.take(cx.waker());
-            inner.waiters.insert(id, slot.clone());
-            (id, slot)
-        });
-        drop(inner);
-        self.perform(deferred);
-        match (own.outcome, queued) {
-            (Some(outcome), _) => Started::Done(outcome),
-            (None, Some((id, slot))) => Started::Queued(id, slot),
-            (None, None) => unreachable!("a checkout not served at once has a slot"),
         }
     }
 }

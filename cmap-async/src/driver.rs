@@ -45,6 +45,11 @@ pub(crate) type SharedSlot<C> = sync::Arc<Mutex<Slot<C>>>;
 /// lock is released and the input's events are out (`Shared::fill`).
 pub(crate) type SlotFill<C> = (SharedSlot<C>, Result<Pooled<C>, CheckOutError>);
 
+/// A connection handed straight to a waiter by a check-in, with that
+/// waiter's slot: the common [`SlotFill`], kept apart as it needs no
+/// `Result`.
+pub(crate) type Handed<C> = (SharedSlot<C>, Pooled<C>);
+
 /// A new slot for a checkout that waits, holding `waker`.
 pub(crate) fn new_slot<C>(waker: &Waker) -> SharedSlot<C> {
     sync::Arc::new(Mutex::new(Slot::Waiting(Some(waker.clone()))))
@@ -90,7 +95,7 @@ pub(crate) struct Deferred<'a, C> {
     /// The first outcome to put in its slot, when it is a connection (the
     /// common case: a check-in handing its connection to the oldest
     /// waiter), kept small; any other outcome goes to `rare`.
-    pub(crate) served: Option<(SharedSlot<C>, Pooled<C>)>,
+    pub(crate) served: Option<Handed<C>>,
     pub(crate) rare: Option<Box<RareDeferred<C>>>,
     pub(crate) interrupt: bool,
     pub(crate) rearm: bool,
@@ -325,7 +330,7 @@ impl<C> Inner<C> {
         now: Instant,
         connection: Pooled<C>,
         interrupts: &Interrupts,
-    ) -> Option<(SharedSlot<C>, Pooled<C>)> {
+    ) -> Option<Handed<C>> {
         interrupts.forget(connection.id());
         match self.core.handle_check_in_direct(now, connection) {
             // Pooled (or closed): the common check-in of a pool nobody
@@ -346,7 +351,7 @@ impl<C> Inner<C> {
     /// The waiter's slot for a connection the core handed it (see
     /// `check_in`). Out of line: only a busy pool's check-ins come here.
     #[inline(never)]
-    fn hand_over(&mut self, now: Instant, handed: HandOver<C>) -> Option<(SharedSlot<C>, Pooled<C>)> {
+    fn hand_over(&mut self, now: Instant, handed: HandOver<C>) -> Option<Handed<C>> {
         let HandOver { waiter, connection } = handed;
         match self.waiters.remove(&waiter) {
             Some(slot) => {

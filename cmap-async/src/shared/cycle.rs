@@ -1,0 +1,407 @@
+//! The input cycle: the one path from the pool's lock to what an input
+//! does after it, the same for every input (a checkout, a guard given
+//! back, a connect that finished, a clear, a detach, a close, the timer
+//! task's turn). An input opens a [`Cycle`] ([`Shared::cycle`], or
+//! [`Shared::input`] around one `handle_*`), makes its one call on the core
+//! through it, and ends it with [`Cycle::end`].
+//!
+//! 0. **Clock, before the lock** ([`Shared::read_clock`]): the runtime's
+//!    cheap reading (`Runtime::now_coarse`) while the last unlock said no
+//!    checkout waits, the precise one (`Runtime::now`) otherwise, so that
+//!    no clock is read under the lock unless that hint was stale (step 2).
+//!    Inputs other than a checkout and a check-in read the precise clock.
+//! 1. **Lock** ([`Shared::cycle`]): the pool's mutex, held as `Locked`.
+//! 2. **Begin**: the core's events switched on or off (on while someone
+//!    subscribes or DEBUG logging is on), and the input's `now` settled:
+//!    the cheap reading is kept only if it just dates idle and use times
+//!    (nobody waits and, for a checkout, a connection is available), else
+//!    the precise clock is read; either is raised to the latest `now` the
+//!    core has seen (`Inner::clock`).
+//! 3. **One `handle_*`** on the core: [`Cycle::check_out`]
+//!    (`handle_check_out_direct`: served at once, or queued with a waiter
+//!    id), [`Cycle::check_in`] (`handle_check_in_direct`, which may hand
+//!    the connection straight to the oldest waiter: that waiter's slot is
+//!    taken out of `Inner::waiters` here, and filled in step 9), or any
+//!    other on the core itself (`Cycle` derefs to `Inner`).
+//!    **The fast path**: an input that left no action (a checkout served at
+//!    once or queued with nothing to start, a check-in nobody waits for or
+//!    handed over) ends in `Cycle::settle`: a queued checkout's slot put in
+//!    `Inner::waiters` (step 5), its events (if any) taken and sealed as in
+//!    steps 4 and 5, the timer re-armed if its deadline moved earlier,
+//!    unlock, the events delivered and a hand-over's slot filled as in
+//!    steps 8 and 9; no [`Deferred`] is built, drained or performed.
+//! 4. **Drain** (`Inner::drain`): bookkeeping only, under the lock, into
+//!    the input's [`Deferred`]: the input's events taken into its outbox
+//!    (`events::Outbox`: the first event tries the delivery turn, and
+//!    appends to the turn's queue if another thread holds it); a
+//!    connection to establish gets its abort switch; an outcome (`Deliver`,
+//!    `Fail`) for the input's own checkout goes to its [`OwnCheckout`], one
+//!    for a waiter is taken out of `Inner::waiters` as a [`SlotFill`] (so
+//!    no later input can cancel or complete it again); connections to
+//!    close, establishments to abort and connections to interrupt are
+//!    noted; and the timer is marked for re-arming if the core's next
+//!    deadline moved earlier (`Inner::rearm`). The timer task drains a
+//!    bounded number of outputs per turn ([`Cycle::drain`]) and arms itself.
+//! 5. **Seal** (`Outbox::seal`, the drain's last step): the input's events
+//!    are now either in the delivery turn it holds, or appended to the
+//!    turn's queue, which is unlocked here. A checkout the core queued and
+//!    this input did not complete puts its slot in `Inner::waiters`: a
+//!    spare one, left by a checkout served earlier, when there is one
+//!    (`spare_slots.rs`), else a new one.
+//! 6. **Unlock** (dropping `Locked`): whether checkouts wait is published
+//!    (`Shared::waiting`, written only when it changes) for the next
+//!    input's step 0, and the mutex is released.
+//! 7. **Perform** (outside the lock): establishments spawned, closed
+//!    connections dropped on a spawned task (a close may be I/O), aborts
+//!    fired, interrupted guards notified, the timer task woken when
+//!    re-armed.
+//! 8. **Events delivered** (`Outbox::deliver`): the input returns only
+//!    once its own events (and any queued before them) are out, delivered
+//!    by this thread if it holds the turn, else after waiting for it.
+//! 9. **Slots filled**: each waiter's outcome is put in its slot and its
+//!    waker woken, after the events, so that no checkout returns before its
+//!    `ConnectionCheckedOut` or `ConnectionCheckOutFailed` is out. A slot
+//!    found taken (its future was dropped) gets nothing: a connection goes
+//!    back to the pool, as a new input. The input's own checkout gets its
+//!    outcome from [`Cycle::end`]: no slot, no waker.
+//!
+//! Nothing of the user's, nothing slow and no await runs between steps 1
+//! and 6. The lock order: [`super`]'s module doc.
+
+use std::ops::{Deref, DerefMut};
+use std::task::Waker;
+use std::time::Instant;
+
+use cmap_core::{CheckOut, CheckOutError, PoolState, Pooled, WaiterId};
+
+use super::{Locked, Shared};
+use crate::clock::CoarseNow;
+use crate::driver::{
+    lock_slot, Deferred, Handed, Inner, OwnCheckout, RareDeferred, SharedSlot, Slot, SlotFill,
+};
+use crate::events::Outbox;
+use crate::manager::ManageConnection;
+use crate::runtime::Runtime;
+
+/// One input, from the lock (steps 1 and 2 of the module doc, in
+/// [`Shared::cycle`]) to its last slot filled ([`Cycle::end`]). Derefs to
+/// what the lock holds, for the input's `handle_*`.
+#[must_use = "an input ends with `Cycle::end`"]
+pub(crate) struct Cycle<'a, M: ManageConnection, R: Runtime> {
+    shared: &'a Shared<M, R>,
+    locked: Locked<'a, M::Connection>,
+    read: CoarseNow,
+    /// The checkout this input started ([`Cycle::check_out`]), if any.
+    own: OwnCheckout<M::Connection>,
+    /// Its waker, for the slot it waits in if the core queued it.
+    waker: Option<&'a Waker>,
+    /// A check-in's connection handed to the oldest waiter, with that
+    /// waiter's slot ([`Cycle::check_in`]).
+    handed: Option<Handed<M::Connection>>,
+    /// What a bounded drain left to do ([`Cycle::drain`]).
+    drained: Option<Deferred<'a, M::Connection>>,
+}
+
+/// How the checkout an input started ended ([`Cycle::end`]).
+pub(crate) enum Ended<C> {
+    /// The input started none.
+    NoCheckout,
+    /// Served or failed in that input.
+    Done(Result<Pooled<C>, CheckOutError>),
+    /// Queued as this waiter, with its slot.
+    Queued(WaiterId, SharedSlot<C>),
+}
+
+impl<C> Ended<C> {
+    #[inline]
+    fn of(own: OwnCheckout<C>, queued: Option<(WaiterId, SharedSlot<C>)>) -> Ended<C> {
+        match (own.outcome, queued) {
+            (Some(outcome), _) => Ended::Done(outcome),
+            (None, Some((id, slot))) => Ended::Queued(id, slot),
+            (None, None) => Ended::NoCheckout,
+        }
+    }
+}
+
+impl<M: ManageConnection, R: Runtime> Shared<M, R> {
+    /// Opens an input (steps 1 and 2): the lock taken, the events switched
+    /// on or off, and the input's `now` settled from `read`, the clock read
+    /// before the lock. For a checkout (`checkout`), a coarse `read` is kept
+    /// only while a connection is available.
+    #[inline]
+    pub(crate) fn cycle(&self, read: CoarseNow, checkout: bool) -> Cycle<'_, M, R> {
+        let mut locked = self.lock();
+        locked.core.set_events_enabled(self.events.wanted());
+        let coarse_will_do =
+            || locked.waiters.is_empty() && (!checkout || locked.core.status().available > 0);
+        let read = if read.lag.is_zero() || coarse_will_do() {
+            read
+        } else {
+            CoarseNow::exact(self.rt.now())
+        };
+        let read = CoarseNow {
+            at: locked.clock(read.at),
+            lag: read.lag,
+        };
+        Cycle {
+            shared: self,
+            locked,
+            read,
+            own: OwnCheckout::default(),
+            waker: None,
+            handed: None,
+            drained: None,
+        }
+    }
+
+    /// One input on the precise clock: `f` calls one `handle_*`, and the
+    /// cycle ends.
+    pub(crate) fn input<T>(&self, f: impl FnOnce(&mut Inner<M::Connection>, Instant) -> T) -> T {
+        let mut cycle = self.cycle(CoarseNow::exact(self.rt.now()), false);
+        let out = f(&mut cycle.locked, cycle.read.at);
+        cycle.end();
+        out
+    }
+
+    /// Gives back a checked-out connection.
+    pub(crate) fn check_in(&self, connection: Pooled<M::Connection>) {
+        let mut cycle = self.cycle(self.read_clock(), false);
+        cycle.check_in(connection);
+        let closed = cycle.core.state() == PoolState::Closed;
+        cycle.end();
+        if closed {
+            self.returned_after_close.notify(usize::MAX);
+        }
+    }
+}
+
+impl<'a, M: ManageConnection, R: Runtime> Cycle<'a, M, R> {
+    /// The input's `now`, and how much it may lag the precise clock.
+    pub(crate) fn read(&self) -> CoarseNow {
+        self.read
+    }
+
+    /// Starts a checkout waiting until `deadline`; `waker` is its future's,
+    /// for the slot it waits in if it is queued.
+    #[inline]
+    pub(crate) fn check_out(&mut self, deadline: Option<Instant>, waker: &'a Waker) {
+        self.own = match self.locked.core.handle_check_out_direct(self.read.at, deadline) {
+            CheckOut::Ready(connection) => OwnCheckout {
+                id: None,
+                outcome: Some(Ok(connection)),
+            },
+            CheckOut::Later(id) => OwnCheckout {
+                id: Some(id),
+                outcome: None,
+            },
+        };
+        self.waker = Some(waker);
+    }
+
+    /// Gives a connection back to the core; one handed straight to the
+    /// oldest waiter fills its slot at the end of the cycle.
+    #[inline]
+    pub(crate) fn check_in(&mut self, connection: Pooled<M::Connection>) {
+        self.handed = self
+            .locked
+            .check_in(self.read.at, connection, &self.shared.interrupts);
+    }
+
+    /// Drains at most `limit` outputs now (step 4), for the timer task's
+    /// turn, which arms itself; returns whether outputs are left. The
+    /// cycle's end then only unlocks and performs.
+    pub(crate) fn drain(&mut self, limit: usize) -> bool {
+        let mut deferred = self.drained.take().unwrap_or_default();
+        let more = self.drain_into(&mut deferred, limit);
+        self.drained = Some(deferred);
+        more
+    }
+
+    fn drain_into(&mut self, deferred: &mut Deferred<'a, M::Connection>, limit: usize) -> bool {
+        let shared = self.shared;
+        let now = self.read.at;
+        (self.locked).drain(
+            now,
+            &shared.events,
+            &shared.interrupts,
+            deferred,
+            &mut self.own,
+            limit,
+        )
+    }
+
+    /// Ends the input (steps 4 to 9, or the fast path); returns how the
+    /// checkout it started ended.
+    #[inline]
+    pub(crate) fn end(mut self) -> Ended<M::Connection> {
+        let deferred = match self.drained.take() {
+            Some(deferred) => deferred,
+            None if self.locked.left_no_action() => return self.settle(),
+            None => {
+                let mut deferred = Deferred::default();
+                if let Some((slot, connection)) = self.handed.take() {
+                    deferred.fill((slot, Ok(connection)));
+                }
+                self.drain_into(&mut deferred, usize::MAX);
+                deferred.rearm = self.locked.rearm();
+                deferred
+            }
+        };
+        let queued = self.queue();
+        let Cycle {
+            shared, locked, own, ..
+        } = self;
+        drop(locked);
+        shared.perform(deferred);
+        Ended::of(own, queued)
+    }
+
+    /// The fast path of [`Cycle::end`], for an input that left no action
+    /// (`Inner::left_no_action`): its events (if any) taken into an outbox,
+    /// the timer re-armed if need be, the lock released and the events
+    /// delivered; no [`Deferred`] is built, drained or performed.
+    #[inline]
+    fn settle(mut self) -> Ended<M::Connection> {
+        let queued = self.queue();
+        let Cycle {
+            shared,
+            locked,
+            own,
+            handed,
+            ..
+        } = self;
+        if locked.core.pending_events() > 0 {
+            shared.settle_with_events(locked);
+        } else {
+            shared.unlock_rearmed(locked);
+        }
+        if let Some((slot, connection)) = handed {
+            shared.fill((slot, Ok(connection)));
+        }
+        Ended::of(own, queued)
+    }
+
+    /// The slot of a checkout this input queued and did not complete, put
+    /// in `Inner::waiters` (step 5): a spare one when there is one.
+    #[inline]
+    fn queue(&mut self) -> Option<(WaiterId, SharedSlot<M::Connection>)> {
+        let id = self.own.id.filter(|_| self.own.outcome.is_none())?;
+        let waker = self.waker.expect("a checkout has a waker");
+        let slot = self.locked.spare_slots.take(waker);
+        self.locked.waiters.insert(id, slot.clone());
+        Some((id, slot))
+    }
+}
+
+impl<M: ManageConnection, R: Runtime> Deref for Cycle<'_, M, R> {
+    type Target = Inner<M::Connection>;
+
+    fn deref(&self) -> &Inner<M::Connection> {
+        &self.locked
+    }
+}
+
+impl<M: ManageConnection, R: Runtime> DerefMut for Cycle<'_, M, R> {
+    fn deref_mut(&mut self) -> &mut Inner<M::Connection> {
+        &mut self.locked
+    }
+}
+
+impl<M: ManageConnection, R: Runtime> Shared<M, R> {
+    /// [`Cycle::settle`] for an input that left events: out of line, so
+    /// that the settling of an input without any stays small.
+    #[inline(never)]
+    fn settle_with_events(&self, mut locked: Locked<'_, M::Connection>) {
+        let mut events = Outbox::Empty;
+        events.take(&self.events, &mut locked.core);
+        events.seal();
+        self.unlock_rearmed(locked);
+        events.deliver();
+    }
+
+    /// Re-arms the timer if need be and releases the lock.
+    #[inline]
+    fn unlock_rearmed(&self, mut locked: Locked<'_, M::Connection>) {
+        let rearm = locked.rearm();
+        drop(locked);
+        if rearm {
+            self.wake_timer();
+        }
+    }
+
+    /// Steps 7 to 9: carries out what an input drained, outside the lock.
+    fn perform(&self, deferred: Deferred<'_, M::Connection>) {
+        if deferred.is_empty() {
+            return;
+        }
+        let Deferred {
+            served,
+            rare,
+            interrupt,
+            rearm,
+            events,
+        } = deferred;
+        let mut later = Vec::new();
+        if let Some(rare) = rare {
+            let RareDeferred {
+                fills,
+                establish,
+                close,
+                abort,
+            } = *rare;
+            later = fills;
+            for (id, abort) in establish {
+                self.spawn_establish(id, abort);
+            }
+            if !close.is_empty() {
+                // Off the caller's path: dropping may mean I/O (a goodbye
+                // message, a TLS close).
+                self.rt.spawn(async move { drop(close) });
+            }
+            for abort in abort {
+                abort.fire();
+            }
+        }
+        if interrupt {
+            self.interrupts.notify();
+        }
+        if rearm {
+            self.wake_timer();
+        }
+        events.deliver();
+        // After the events: a checkout served or failed by this input must
+        // not see its outcome before its `ConnectionCheckedOut` or
+        // `ConnectionCheckOutFailed` (and log message) is out, as the
+        // spec emits them before the checkout returns.
+        if let Some((slot, connection)) = served {
+            self.fill((slot, Ok(connection)));
+        }
+        // Rare (a clear or close failing waiters): no iterator otherwise.
+        if !later.is_empty() {
+            later.into_iter().for_each(|fill| self.fill(fill));
+        }
+    }
+
+    /// Puts a waiting checkout's outcome in its slot and wakes it; if its
+    /// future was dropped meanwhile (it found its waiter already gone, so
+    /// it cancelled nothing), a connection goes back to the pool.
+    fn fill(&self, (slot, outcome): SlotFill<M::Connection>) {
+        let mut state = lock_slot(&slot);
+        match &mut *state {
+            Slot::Waiting(waker) => {
+                let waker = waker.take();
+                *state = Slot::Done(outcome);
+                drop(state);
+                if let Some(waker) = waker {
+                    waker.wake();
+                }
+            }
+            Slot::Done(_) | Slot::Taken => {
+                drop(state);
+                if let Ok(connection) = outcome {
+                    self.check_in(connection);
+                }
+            }
+        }
+    }
+}
