@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use cmap_core::{CheckOutError, ConnectionId, Pooled, SharedError, TimeoutContext, WaiterId};
 
 use crate::clock::CoarseNow;
-use crate::driver::{lock_slot, SharedSlot, Slot};
+use crate::under_lock::{lock_slot, SharedSlot, Slot};
 use crate::error::GetError;
 use crate::manager::ManageConnection;
 use crate::panics::Hook;

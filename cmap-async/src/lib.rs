@@ -78,7 +78,6 @@
 mod builder;
 mod checkout;
 mod clock;
-mod driver;
 mod error;
 mod establish;
 mod events;
@@ -102,6 +101,7 @@ mod shared;
 mod spare_slots;
 mod sync;
 mod timer;
+mod under_lock;
 mod util;
 
 #[cfg(all(test, loom))]

@@ -76,7 +76,7 @@ use cmap_core::{CheckOut, CheckOutError, PoolState, Pooled, WaiterId};
 
 use super::{Locked, Shared};
 use crate::clock::CoarseNow;
-use crate::driver::{
+use crate::under_lock::{
     lock_slot, Deferred, Handed, Inner, OwnCheckout, RareDeferred, SharedSlot, Slot, SlotFill,
 };
 use crate::events::Outbox;

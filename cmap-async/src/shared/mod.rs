@@ -14,7 +14,7 @@
 //!    holds it (a callback's own input, whose events the delivery loop
 //!    below it sends). The turn's queue (`EventHub::queue`) is taken under
 //!    either lock, and nothing is taken while it is held.
-//! 3. **A waiter's slot** (`SharedSlot`, `driver.rs`). Taken only with the
+//! 3. **A waiter's slot** (`SharedSlot`, `under_lock.rs`). Taken only with the
 //!    pool's lock released (step 9, and the checkout future's polls and
 //!    drop), and nothing is taken while it is held: the waker is woken,
 //!    and an unwanted connection checked back in, after it is released.
@@ -36,7 +36,7 @@ mod cycle;
 pub(crate) use cycle::Ended;
 
 use crate::clock::CoarseNow;
-use crate::driver::Inner;
+use crate::under_lock::Inner;
 use crate::events::EventHub;
 use crate::interrupt::Interrupts;
 use crate::leak::Leaks;

@@ -1,13 +1,15 @@
-//! What lives under the pool's lock, and the drain that turns the core's
-//! outputs into what the input does once the lock is released
-//! ([`Deferred`]). The whole input cycle is walked through in `shared.rs`.
+//! What lives under the pool's lock ([`Inner`]: the core, the waiters'
+//! slots, the spare slots, the abort switches, the timer's deadline), a
+//! waiter's [`Slot`], and the drain that turns the core's outputs into
+//! what the input does once the lock is released ([`Deferred`]).
 //!
 //! Under the lock only bookkeeping happens: a delivery or failure is
 //! taken from its waiter's entry (so no other input can cancel or complete
 //! it), an establishment gets its abort switch, the input's events are
 //! taken into its outbox (`events::Outbox`). Event delivery, then filling
 //! the waiters' slots and waking them, spawning and closing happen after
-//! the lock is released (`Shared::perform`).
+//! the lock is released: steps 7 to 9 of the input cycle
+//! (`shared/cycle.rs`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, PoisonError};
@@ -42,7 +44,8 @@ pub(crate) type SharedSlot<C> = sync::Arc<Mutex<Slot<C>>>;
 /// A queued checkout's outcome on its way to its slot, named for what
 /// becomes of it (it fills that slot): decided under the pool's lock (its
 /// waiter is gone from `Inner::waiters` then), put in the slot once the
-/// lock is released and the input's events are out (`Shared::fill`).
+/// lock is released and the input's events are out (step 9 of the input
+/// cycle).
 pub(crate) type SlotFill<C> = (SharedSlot<C>, Result<Pooled<C>, CheckOutError>);
 
 /// A connection handed straight to a waiter by a check-in, with that
@@ -84,8 +87,8 @@ pub(crate) struct Inner<C> {
 }
 
 /// What an input defers until the pool's lock is released: decided under
-/// the lock, in order, and carried out by `Shared::perform` after it
-/// (see the input cycle in `shared.rs`).
+/// the lock, in order, and carried out after it (steps 7 to 9 of the input
+/// cycle, `shared/cycle.rs`).
 ///
 /// Most inputs (a served checkout, a check-in) leave nothing, or one
 /// outcome for a waiting checkout (a check-in handing its connection to the
@@ -381,7 +384,7 @@ impl<C> Inner<C> {
 
     /// Whether the input just handled left no action (events aside): the
     /// common served checkout and check-in nobody waits for, which skip the
-    /// drain and the work after the lock (see `Shared::settle`).
+    /// drain and the work after the lock (the fast path of `Cycle::end`).
     #[inline]
     pub(crate) fn left_no_action(&self) -> bool {
         !self.core.has_output()
