@@ -85,7 +85,6 @@ mod events;
 mod export;
 #[cfg(feature = "recorder")]
 mod flight;
-mod fork;
 mod guard;
 mod id_map;
 mod interrupt;

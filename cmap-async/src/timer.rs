@@ -71,7 +71,7 @@ fn tick<M: ManageConnection, R: Runtime>(shared: &Shared<M, R>) -> Tick {
     // Picks up a log level changed since (cheap: a callsite check).
     shared.events.refresh();
     let mut cycle = shared.cycle(CoarseNow::exact(shared.rt.now()), false);
-    let now = cycle.read().at;
+    let now = cycle.read.at;
     let due = cycle.core.poll_timeout().filter(|deadline| *deadline <= now);
     if due.is_some() {
         cycle.core.handle_timeout(now);

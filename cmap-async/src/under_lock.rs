@@ -48,9 +48,7 @@ pub(crate) type SharedSlot<C> = sync::Arc<Mutex<Slot<C>>>;
 /// cycle).
 pub(crate) type SlotFill<C> = (SharedSlot<C>, Result<Pooled<C>, CheckOutError>);
 
-/// A connection handed straight to a waiter by a check-in, with that
-/// waiter's slot: the common [`SlotFill`], kept apart as it needs no
-/// `Result`.
+/// A connection a check-in handed straight to a waiter, with its slot.
 pub(crate) type Handed<C> = (SharedSlot<C>, Pooled<C>);
 
 /// A new slot for a checkout that waits, holding `waker`.
@@ -73,7 +71,7 @@ pub(crate) struct Inner<C> {
     /// Slots of checkouts handed a connection, for the next that wait.
     pub(crate) spare_slots: SpareSlots<C>,
     /// Whether `waiters` was non-empty when the lock was last released, as
-    /// published to `Shared::waiting` (see `Locked`).
+    /// published to `Shared::waiting` (see `Shared::unlock`).
     pub(crate) waiting_published: bool,
     /// The abort switch of every connection being established.
     pub(crate) establishing: BTreeMap<ConnectionId, Arc<Abort>>,

@@ -1,37 +1,33 @@
 //! The input cycle: the one path from the pool's lock to what an input
-//! does after it, the same for every input (a checkout, a guard given
-//! back, a connect that finished, a clear, a detach, a close, the timer
-//! task's turn). An input opens a [`Cycle`] ([`Shared::cycle`], or
+//! does after it, the same for every input (a checkout, a check-in, a
+//! connect that finished, a clear, a detach, a close, the timer task's
+//! turn). An input opens a [`Cycle`] ([`Shared::cycle`], or
 //! [`Shared::input`] around one `handle_*`), makes its one call on the core
 //! through it, and ends it with [`Cycle::end`].
 //!
-//! 0. **Clock, before the lock** ([`Shared::read_clock`]): the runtime's
-//!    cheap reading (`Runtime::now_coarse`) while the last unlock said no
-//!    checkout waits, the precise one (`Runtime::now`) otherwise, so that
-//!    no clock is read under the lock unless that hint was stale (step 2).
-//!    Inputs other than a checkout and a check-in read the precise clock.
-//! 1. **Lock** ([`Shared::cycle`]): the pool's mutex, held as `Locked`.
+//! 0. **Clock, before the lock** ([`Shared::read_clock`], for a checkout or
+//!    a check-in; other inputs read the precise clock): the runtime's cheap
+//!    reading (`Runtime::now_coarse`) while the last unlock said no checkout
+//!    waits, the precise one (`Runtime::now`) otherwise.
+//! 1. **Lock** ([`Shared::cycle`]): the pool's mutex.
 //! 2. **Begin**: the core's events switched on or off (on while someone
 //!    subscribes or DEBUG logging is on), and the input's `now` settled:
 //!    the cheap reading is kept only if it just dates idle and use times
 //!    (nobody waits and, for a checkout, a connection is available), else
 //!    the precise clock is read; either is raised to the latest `now` the
 //!    core has seen (`Inner::clock`).
-//! 3. **One `handle_*`** on the core: [`Cycle::check_out`]
-//!    (`handle_check_out_direct`: served at once, or queued with a waiter
-//!    id), [`Cycle::check_in`] (`handle_check_in_direct`, which may hand
-//!    the connection straight to the oldest waiter: that waiter's slot is
-//!    taken out of `Inner::waiters` here, and filled in step 9), or any
-//!    other on the core itself (`Cycle` derefs to `Inner`).
-//!    **The fast path**: an input that left no action (a checkout served at
-//!    once or queued with nothing to start, a check-in nobody waits for or
-//!    handed over) ends in `Cycle::settle`: a queued checkout's slot put in
-//!    `Inner::waiters` (step 5), its events (if any) taken and sealed as in
-//!    steps 4 and 5, the timer re-armed if its deadline moved earlier,
-//!    unlock, the events delivered and a hand-over's slot filled as in
-//!    steps 8 and 9; no [`Deferred`] is built, drained or performed.
-//! 4. **Drain** (`Inner::drain`): bookkeeping only, under the lock, into
-//!    the input's [`Deferred`]: the input's events taken into its outbox
+//! 3. **One `handle_*`**: [`Cycle::check_out`] (`handle_check_out_direct`:
+//!    served at once, or queued with a waiter id), [`Cycle::check_in`]
+//!    (`handle_check_in_direct`: a connection handed straight to the oldest
+//!    waiter takes that waiter's slot out of `Inner::waiters`, to fill in
+//!    step 9), or any other on `Inner` (a `Cycle` derefs to it).
+//!    **Fast path**: an input that left no action (a checkout served at
+//!    once, or queued with nothing to start; a check-in) builds no
+//!    [`Deferred`]: only its events, if any, are taken and sealed (steps 4
+//!    and 5), a queued checkout's slot put in (step 5), the timer re-armed
+//!    if its deadline moved earlier, and steps 6, 8 and 9 follow.
+//! 4. **Drain** (`Inner::drain`): bookkeeping only, into the input's
+//!    [`Deferred`]: the input's events taken into its outbox
 //!    (`events::Outbox`: the first event tries the delivery turn, and
 //!    appends to the turn's queue if another thread holds it); a
 //!    connection to establish gets its abort switch; an outcome (`Deliver`,
@@ -39,22 +35,19 @@
 //!    for a waiter is taken out of `Inner::waiters` as a [`SlotFill`] (so
 //!    no later input can cancel or complete it again); connections to
 //!    close, establishments to abort and connections to interrupt are
-//!    noted; and the timer is marked for re-arming if the core's next
-//!    deadline moved earlier (`Inner::rearm`). The timer task drains a
-//!    bounded number of outputs per turn ([`Cycle::drain`]) and arms itself.
-//! 5. **Seal** (`Outbox::seal`, the drain's last step): the input's events
-//!    are now either in the delivery turn it holds, or appended to the
-//!    turn's queue, which is unlocked here. A checkout the core queued and
-//!    this input did not complete puts its slot in `Inner::waiters`: a
-//!    spare one, left by a checkout served earlier, when there is one
-//!    (`spare_slots.rs`), else a new one.
-//! 6. **Unlock** (dropping `Locked`): whether checkouts wait is published
-//!    (`Shared::waiting`, written only when it changes) for the next
-//!    input's step 0, and the mutex is released.
-//! 7. **Perform** (outside the lock): establishments spawned, closed
-//!    connections dropped on a spawned task (a close may be I/O), aborts
-//!    fired, interrupted guards notified, the timer task woken when
-//!    re-armed.
+//!    noted; the timer is marked for re-arming if the core's next deadline
+//!    moved earlier (`Inner::rearm`). The timer task drains at most a
+//!    bounded number of outputs ([`Cycle::drain`]) and arms itself.
+//! 5. **Seal** (`Outbox::seal`): the input's events are now either in the
+//!    delivery turn it holds, or appended to the turn's queue, which is
+//!    unlocked here. A checkout the core queued and this input did not
+//!    complete puts its slot in `Inner::waiters`: a spare one, left by a
+//!    checkout served earlier, when there is one (`spare_slots.rs`).
+//! 6. **Unlock** (`Shared::unlock`): whether checkouts wait is published
+//!    (`Shared::waiting`, written only when it changes) for step 0.
+//! 7. **Perform**: establishments spawned, closed connections dropped on a
+//!    spawned task (a close may be I/O), aborts fired, interrupted guards
+//!    notified, the timer task woken when re-armed.
 //! 8. **Events delivered** (`Outbox::deliver`): the input returns only
 //!    once its own events (and any queued before them) are out, delivered
 //!    by this thread if it holds the turn, else after waiting for it.
@@ -68,6 +61,7 @@
 //! Nothing of the user's, nothing slow and no await runs between steps 1
 //! and 6. The lock order: [`super`]'s module doc.
 
+use crate::sync::atomic::Ordering;
 use std::ops::{Deref, DerefMut};
 use std::task::Waker;
 use std::time::Instant;
@@ -76,12 +70,12 @@ use cmap_core::{CheckOut, CheckOutError, PoolState, Pooled, WaiterId};
 
 use super::{Locked, Shared};
 use crate::clock::CoarseNow;
-use crate::under_lock::{
-    lock_slot, Deferred, Handed, Inner, OwnCheckout, RareDeferred, SharedSlot, Slot, SlotFill,
-};
 use crate::events::Outbox;
 use crate::manager::ManageConnection;
 use crate::runtime::Runtime;
+use crate::under_lock::{
+    lock_slot, Deferred, Handed, Inner, OwnCheckout, RareDeferred, SharedSlot, Slot, SlotFill,
+};
 
 /// One input, from the lock (steps 1 and 2 of the module doc, in
 /// [`Shared::cycle`]) to its last slot filled ([`Cycle::end`]). Derefs to
@@ -90,7 +84,8 @@ use crate::runtime::Runtime;
 pub(crate) struct Cycle<'a, M: ManageConnection, R: Runtime> {
     shared: &'a Shared<M, R>,
     locked: Locked<'a, M::Connection>,
-    read: CoarseNow,
+    /// The input's `now`, and how much it may lag the precise clock.
+    pub(crate) read: CoarseNow,
     /// The checkout this input started ([`Cycle::check_out`]), if any.
     own: OwnCheckout<M::Connection>,
     /// Its waker, for the slot it waits in if the core queued it.
@@ -112,14 +107,124 @@ pub(crate) enum Ended<C> {
     Queued(WaiterId, SharedSlot<C>),
 }
 
-impl<C> Ended<C> {
+impl<'a, M: ManageConnection, R: Runtime> Cycle<'a, M, R> {
+    /// Starts a checkout waiting until `deadline`; `waker` is its future's,
+    /// for the slot it waits in if it is queued.
     #[inline]
-    fn of(own: OwnCheckout<C>, queued: Option<(WaiterId, SharedSlot<C>)>) -> Ended<C> {
+    pub(crate) fn check_out(&mut self, deadline: Option<Instant>, waker: &'a Waker) {
+        self.own = match self.locked.core.handle_check_out_direct(self.read.at, deadline) {
+            CheckOut::Ready(connection) => OwnCheckout {
+                id: None,
+                outcome: Some(Ok(connection)),
+            },
+            CheckOut::Later(id) => OwnCheckout {
+                id: Some(id),
+                outcome: None,
+            },
+        };
+        self.waker = Some(waker);
+    }
+
+    /// Gives a connection back to the core; one handed straight to the
+    /// oldest waiter fills its slot at the end of the cycle.
+    #[inline]
+    pub(crate) fn check_in(&mut self, connection: Pooled<M::Connection>) {
+        self.handed = self
+            .locked
+            .check_in(self.read.at, connection, &self.shared.interrupts);
+    }
+
+    /// Drains at most `limit` outputs now (step 4), for the timer task's
+    /// turn, which arms itself; returns whether outputs are left. The
+    /// cycle's end then only unlocks and performs.
+    pub(crate) fn drain(&mut self, limit: usize) -> bool {
+        let mut deferred = Deferred::default();
+        let more = self.drain_into(&mut deferred, limit);
+        self.drained = Some(deferred);
+        more
+    }
+
+    fn drain_into(&mut self, deferred: &mut Deferred<'a, M::Connection>, limit: usize) -> bool {
+        let (hub, interrupts, now) = (&self.shared.events, &self.shared.interrupts, self.read.at);
+        let (locked, own) = (&mut self.locked, &mut self.own);
+        locked.drain(now, hub, interrupts, deferred, own, limit)
+    }
+
+    /// Ends the input: steps 4 to 9, or the fast path for an input that
+    /// left no action (`Inner::left_no_action`), which builds, drains and
+    /// performs no [`Deferred`]: its events (if any) taken and sealed, the
+    /// timer re-armed if need be, the lock released, the events delivered
+    /// and a hand-over's slot filled. Returns how the checkout it started
+    /// ended.
+    #[inline]
+    pub(crate) fn end(mut self) -> Ended<M::Connection> {
+        let deferred = match self.drained.take() {
+            Some(deferred) => Some(deferred),
+            None if self.locked.left_no_action() => None,
+            None => {
+                let mut deferred = Deferred::default();
+                if let Some((slot, connection)) = self.handed.take() {
+                    deferred.fill((slot, Ok(connection)));
+                }
+                self.drain_into(&mut deferred, usize::MAX);
+                deferred.rearm = self.locked.rearm();
+                Some(deferred)
+            }
+        };
+        let queued = self.queue();
+        let Cycle {
+            shared,
+            locked,
+            own,
+            handed,
+            ..
+        } = self;
+        match deferred {
+            None => {
+                if locked.core.pending_events() > 0 {
+                    shared.settle_with_events(locked);
+                } else {
+                    shared.unlock_rearmed(locked);
+                }
+                if let Some((slot, connection)) = handed {
+                    shared.fill((slot, Ok(connection)));
+                }
+            }
+            Some(deferred) => {
+                shared.unlock(locked);
+                shared.perform(deferred);
+            }
+        }
         match (own.outcome, queued) {
             (Some(outcome), _) => Ended::Done(outcome),
             (None, Some((id, slot))) => Ended::Queued(id, slot),
             (None, None) => Ended::NoCheckout,
         }
+    }
+
+    /// The slot of a checkout this input queued and did not complete, put
+    /// in `Inner::waiters` (step 5): a spare one when there is one.
+    #[inline]
+    fn queue(&mut self) -> Option<(WaiterId, SharedSlot<M::Connection>)> {
+        let id = self.own.id.filter(|_| self.own.outcome.is_none())?;
+        let waker = self.waker.expect("a checkout has a waker");
+        let slot = self.locked.spare_slots.take(waker);
+        self.locked.waiters.insert(id, slot.clone());
+        Some((id, slot))
+    }
+}
+
+impl<M: ManageConnection, R: Runtime> Deref for Cycle<'_, M, R> {
+    type Target = Inner<M::Connection>;
+
+    fn deref(&self) -> &Inner<M::Connection> {
+        &self.locked
+    }
+}
+
+impl<M: ManageConnection, R: Runtime> DerefMut for Cycle<'_, M, R> {
+    fn deref_mut(&mut self) -> &mut Inner<M::Connection> {
+        &mut self.locked
     }
 }
 
@@ -173,142 +278,8 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
             self.returned_after_close.notify(usize::MAX);
         }
     }
-}
 
-impl<'a, M: ManageConnection, R: Runtime> Cycle<'a, M, R> {
-    /// The input's `now`, and how much it may lag the precise clock.
-    pub(crate) fn read(&self) -> CoarseNow {
-        self.read
-    }
-
-    /// Starts a checkout waiting until `deadline`; `waker` is its future's,
-    /// for the slot it waits in if it is queued.
-    #[inline]
-    pub(crate) fn check_out(&mut self, deadline: Option<Instant>, waker: &'a Waker) {
-        self.own = match self.locked.core.handle_check_out_direct(self.read.at, deadline) {
-            CheckOut::Ready(connection) => OwnCheckout {
-                id: None,
-                outcome: Some(Ok(connection)),
-            },
-            CheckOut::Later(id) => OwnCheckout {
-                id: Some(id),
-                outcome: None,
-            },
-        };
-        self.waker = Some(waker);
-    }
-
-    /// Gives a connection back to the core; one handed straight to the
-    /// oldest waiter fills its slot at the end of the cycle.
-    #[inline]
-    pub(crate) fn check_in(&mut self, connection: Pooled<M::Connection>) {
-        self.handed = self
-            .locked
-            .check_in(self.read.at, connection, &self.shared.interrupts);
-    }
-
-    /// Drains at most `limit` outputs now (step 4), for the timer task's
-    /// turn, which arms itself; returns whether outputs are left. The
-    /// cycle's end then only unlocks and performs.
-    pub(crate) fn drain(&mut self, limit: usize) -> bool {
-        let mut deferred = self.drained.take().unwrap_or_default();
-        let more = self.drain_into(&mut deferred, limit);
-        self.drained = Some(deferred);
-        more
-    }
-
-    fn drain_into(&mut self, deferred: &mut Deferred<'a, M::Connection>, limit: usize) -> bool {
-        let shared = self.shared;
-        let now = self.read.at;
-        (self.locked).drain(
-            now,
-            &shared.events,
-            &shared.interrupts,
-            deferred,
-            &mut self.own,
-            limit,
-        )
-    }
-
-    /// Ends the input (steps 4 to 9, or the fast path); returns how the
-    /// checkout it started ended.
-    #[inline]
-    pub(crate) fn end(mut self) -> Ended<M::Connection> {
-        let deferred = match self.drained.take() {
-            Some(deferred) => deferred,
-            None if self.locked.left_no_action() => return self.settle(),
-            None => {
-                let mut deferred = Deferred::default();
-                if let Some((slot, connection)) = self.handed.take() {
-                    deferred.fill((slot, Ok(connection)));
-                }
-                self.drain_into(&mut deferred, usize::MAX);
-                deferred.rearm = self.locked.rearm();
-                deferred
-            }
-        };
-        let queued = self.queue();
-        let Cycle {
-            shared, locked, own, ..
-        } = self;
-        drop(locked);
-        shared.perform(deferred);
-        Ended::of(own, queued)
-    }
-
-    /// The fast path of [`Cycle::end`], for an input that left no action
-    /// (`Inner::left_no_action`): its events (if any) taken into an outbox,
-    /// the timer re-armed if need be, the lock released and the events
-    /// delivered; no [`Deferred`] is built, drained or performed.
-    #[inline]
-    fn settle(mut self) -> Ended<M::Connection> {
-        let queued = self.queue();
-        let Cycle {
-            shared,
-            locked,
-            own,
-            handed,
-            ..
-        } = self;
-        if locked.core.pending_events() > 0 {
-            shared.settle_with_events(locked);
-        } else {
-            shared.unlock_rearmed(locked);
-        }
-        if let Some((slot, connection)) = handed {
-            shared.fill((slot, Ok(connection)));
-        }
-        Ended::of(own, queued)
-    }
-
-    /// The slot of a checkout this input queued and did not complete, put
-    /// in `Inner::waiters` (step 5): a spare one when there is one.
-    #[inline]
-    fn queue(&mut self) -> Option<(WaiterId, SharedSlot<M::Connection>)> {
-        let id = self.own.id.filter(|_| self.own.outcome.is_none())?;
-        let waker = self.waker.expect("a checkout has a waker");
-        let slot = self.locked.spare_slots.take(waker);
-        self.locked.waiters.insert(id, slot.clone());
-        Some((id, slot))
-    }
-}
-
-impl<M: ManageConnection, R: Runtime> Deref for Cycle<'_, M, R> {
-    type Target = Inner<M::Connection>;
-
-    fn deref(&self) -> &Inner<M::Connection> {
-        &self.locked
-    }
-}
-
-impl<M: ManageConnection, R: Runtime> DerefMut for Cycle<'_, M, R> {
-    fn deref_mut(&mut self) -> &mut Inner<M::Connection> {
-        &mut self.locked
-    }
-}
-
-impl<M: ManageConnection, R: Runtime> Shared<M, R> {
-    /// [`Cycle::settle`] for an input that left events: out of line, so
+    /// The fast path of [`Cycle::end`] for an input that left events: out of line, so
     /// that the settling of an input without any stays small.
     #[inline(never)]
     fn settle_with_events(&self, mut locked: Locked<'_, M::Connection>) {
@@ -323,9 +294,20 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     #[inline]
     fn unlock_rearmed(&self, mut locked: Locked<'_, M::Connection>) {
         let rearm = locked.rearm();
-        drop(locked);
+        self.unlock(locked);
         if rearm {
             self.wake_timer();
+        }
+    }
+
+    /// Step 6: publishes whether checkouts wait (`Shared::waiting`, for the
+    /// next input's step 0) if that changed, and releases the lock.
+    #[inline]
+    fn unlock(&self, mut locked: Locked<'_, M::Connection>) {
+        let waiting = !locked.waiters.is_empty();
+        if waiting != locked.waiting_published {
+            locked.waiting_published = waiting;
+            self.waiting.store(waiting, Ordering::Relaxed);
         }
     }
 
@@ -351,7 +333,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
             } = *rare;
             later = fills;
             for (id, abort) in establish {
-                self.spawn_establish(id, abort);
+                crate::establish::spawn(self, id, abort);
             }
             if !close.is_empty() {
                 // Off the caller's path: dropping may mean I/O (a goodbye

@@ -1,5 +1,8 @@
-//! The state every handle, guard and task of one pool shares. The core is
-//! driven one way only: every input runs [`cycle`]'s input cycle.
+//! The state every handle, guard and task of one pool shares, and every
+//! method on it: the input cycle, through which every input drives the
+//! core ([`cycle`]), the way out (`get.rs`) and the way back
+//! (`give_back.rs`); here, the inputs that end the pool's life or part of
+//! it (a detach, a close, an establishment's report, the fork reset).
 //!
 //! # Lock order
 //!
@@ -10,41 +13,44 @@
 //!    the pool's lock it is only tried (`try_lock`), never waited for:
 //!    event callbacks run while their thread holds the turn, and one may
 //!    call into the pool and take the pool's lock. It is waited for only
-//!    with no lock held (step 8), and not at all by a thread that already
+//!    with no lock held (step 8 of the input cycle), and not at all by a thread that already
 //!    holds it (a callback's own input, whose events the delivery loop
 //!    below it sends). The turn's queue (`EventHub::queue`) is taken under
 //!    either lock, and nothing is taken while it is held.
-//! 3. **A waiter's slot** (`SharedSlot`, `under_lock.rs`). Taken only with the
-//!    pool's lock released (step 9, and the checkout future's polls and
-//!    drop), and nothing is taken while it is held: the waker is woken,
+//! 3. **A waiter's slot** (`SharedSlot`, `under_lock.rs`). Taken only
+//!    with the pool's lock released (step 9, and the checkout future's
+//!    polls and drop), and nothing is taken while it is held: the waker is woken,
 //!    and an unwanted connection checked back in, after it is released.
 //!
 //! The other locks (the interrupted ids, the subscribers, a stream's
 //! buffer, the leak book) are held only around their own data, with
 //! nothing taken under them.
 
-use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use cmap_core::{Address, PoolOptions, PoolState, Pooled, Status};
+use cmap_core::{Address, ConnectionId, EstablishError, PoolOptions, PoolState, Pooled, Status};
 use crossbeam_utils::CachePadded;
 use event_listener::Event;
 
 mod cycle;
+mod get;
+mod give_back;
 
 pub(crate) use cycle::Ended;
 
 use crate::clock::CoarseNow;
-use crate::under_lock::Inner;
 use crate::events::EventHub;
 use crate::interrupt::Interrupts;
 use crate::leak::Leaks;
 use crate::manager::ManageConnection;
+use crate::panics::Hook;
 use crate::runtime::Runtime;
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{Mutex, MutexGuard};
+use crate::under_lock::Inner;
 use crate::util::{race, Either};
+use crate::{leak, timer};
 
 /// The limits the driver puts on the manager's hooks (`None`: no limit).
 #[derive(Clone, Copy, Debug)]
@@ -134,30 +140,23 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         })
     }
 
+    /// The pool's lock: for an input's [`Cycle`](cycle::Cycle), or to
+    /// look at the core.
     pub(crate) fn lock(&self) -> Locked<'_, M::Connection> {
         // The core does not panic; if a panic ever poisoned the lock, the
         // state it protects is still consistent between inputs.
-        Locked {
-            guard: self.inner.lock().unwrap_or_else(PoisonError::into_inner),
-            waiting: &self.waiting,
-        }
-    }
-
-    /// Whether checkouts waited when the lock was last released: a hint,
-    /// read without the lock. A checkout that arrives then is queued
-    /// behind them, so it reads the precise clock before taking the lock.
-    pub(crate) fn likely_to_wait(&self) -> bool {
-        self.waiting.load(Ordering::Relaxed)
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The clock an input starts with, read before the lock is taken so
-    /// that no clock is read under the lock unless `begin` finds this
-    /// reading unfit (step 2 of the cycle in the module doc): the runtime's
-    /// cheap reading while no checkout waits (see `Runtime::now_coarse`),
-    /// the precise one otherwise.
+    /// that no clock is read under the lock unless the cycle finds this
+    /// reading unfit (steps 0 and 2 of the input cycle): the runtime's
+    /// cheap reading (see `Runtime::now_coarse`) unless checkouts waited
+    /// when the lock was last released (`waiting`, a hint): a checkout that
+    /// arrives then is queued behind them, and reads the precise clock.
     #[inline]
     pub(crate) fn read_clock(&self) -> CoarseNow {
-        if self.likely_to_wait() {
+        if self.waiting.load(Ordering::Relaxed) {
             CoarseNow::exact(self.rt.now())
         } else {
             self.rt.now_coarse()
@@ -170,6 +169,62 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         // parent's timer task, in a forked child) must not use up the
         // notification meant for the live timer task.
         self.timer.notify_additional(1);
+    }
+
+    /// Reports the outcome of establishing `id` to the core.
+    pub(crate) fn finish_establish(&self, id: ConnectionId, result: Result<M::Connection, EstablishError>) {
+        let result = result.and_then(|conn| {
+            let service_id = self
+                .events
+                .panics
+                .call(Hook::Connect, || self.manager.service_id(&conn));
+            match service_id {
+                Ok(service_id) => Ok((conn, service_id)),
+                Err(panicked) => Err(EstablishError::other(panicked)),
+            }
+        });
+        self.input(|inner, now| {
+            inner.establishing.remove(&id);
+            // `Err` only for an id the core never issued: not the case here.
+            let _ = match result {
+                Ok((conn, service_id)) => inner.core.handle_established(now, id, conn, service_id),
+                Err(error) => inner.core.handle_establish_failed(now, id, error),
+            };
+        });
+        self.established.notify(usize::MAX);
+    }
+
+    /// The spec's fork rule ("Forking"): a pool used in a forked child
+    /// clears itself and closes every connection it had, since their
+    /// sockets are the parent's too. Noticing the fork is the adapter's job
+    /// (`cmap-blocking` counts forks with `pthread_atfork`).
+    pub(crate) fn reset_after_fork(&self) {
+        // Only the forking thread lives on in the child: the pool's timer
+        // task is gone. A new one takes over; an old one still running (a
+        // call without a fork) sees the epoch move and ends.
+        let epoch = self.timer_epoch.fetch_add(1, Ordering::AcqRel) + 1;
+        self.input(|inner, now| {
+            // Every connection made so far is the parent's: its close is a
+            // leak, never a drop (see `Inner::drain`).
+            inner.inherited = inner.last_issued;
+            let was_ready = inner.core.state() == PoolState::Ready;
+            inner.core.handle_reset_after_fork(now);
+            if was_ready {
+                // The reset paused it. A ready pool had no monitor to wait
+                // for (or had one that readied it): ready again, as built.
+                let _ = inner.core.handle_ready(now);
+            }
+            // Nobody sleeps until the old deadline; the new task arms itself.
+            inner.armed = None;
+        });
+        self.timer.notify(usize::MAX);
+        self.rt.spawn(timer::run(self.me.clone(), epoch));
+        // The leak watcher is gone too (or, without a fork, ends on the
+        // new epoch once woken).
+        if let Some(leaks) = &self.leaks {
+            leaks.wake_all();
+            self.rt.spawn(leak::watch(self.me.clone(), epoch));
+        }
     }
 
     /// Takes a checked-out connection out of the pool for good.
@@ -239,33 +294,6 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     }
 }
 
-/// The pool's lock, held. Releasing it publishes whether checkouts wait
-/// (`Shared::waiting`) if that changed.
-pub(crate) struct Locked<'a, C> {
-    guard: MutexGuard<'a, Inner<C>>,
-    waiting: &'a AtomicBool,
-}
-
-impl<C> Deref for Locked<'_, C> {
-    type Target = Inner<C>;
-
-    fn deref(&self) -> &Inner<C> {
-        &self.guard
-    }
-}
-
-impl<C> DerefMut for Locked<'_, C> {
-    fn deref_mut(&mut self) -> &mut Inner<C> {
-        &mut self.guard
-    }
-}
-
-impl<C> Drop for Locked<'_, C> {
-    fn drop(&mut self) {
-        let waiting = !self.guard.waiters.is_empty();
-        if waiting != self.guard.waiting_published {
-            self.guard.waiting_published = waiting;
-            self.waiting.store(waiting, Ordering::Relaxed);
-        }
-    }
-}
+/// The pool's lock, held. An input's cycle releases it through
+/// `Shared::unlock`, which publishes whether checkouts wait.
+pub(crate) type Locked<'a, C> = MutexGuard<'a, Inner<C>>;
