@@ -94,10 +94,9 @@ impl<M: ManageConnection, R: Runtime> Future for Checkout<'_, M, R> {
                     // For the check and the checkouts after a failed one
                     // (`Shared::get`); nothing else reads them.
                     self.limit = Limit::Until(deadline);
-                    self.issued_before = cycle.last_issued;
+                    self.issued_before = cycle.inner().last_issued;
                 }
-                cycle.check_out(deadline, cx.waker());
-                match cycle.end() {
+                match cycle.check_out(deadline, cx.waker()) {
                     Ended::Done(outcome) => {
                         self.state = State::Done;
                         Poll::Ready(outcome)
@@ -106,7 +105,6 @@ impl<M: ManageConnection, R: Runtime> Future for Checkout<'_, M, R> {
                         self.state = State::Queued(id, slot);
                         Poll::Pending
                     }
-                    Ended::NoCheckout => unreachable!("a checkout was started"),
                 }
             }
             State::Queued(_, slot) => {

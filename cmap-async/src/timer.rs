@@ -72,35 +72,43 @@ fn tick<M: ManageConnection, R: Runtime>(shared: &Shared<M, R>) -> Tick {
     shared.events.refresh();
     let mut cycle = shared.cycle(CoarseNow::exact(shared.rt.now()), false);
     let now = cycle.read.at;
-    let due = cycle.core.poll_timeout().filter(|deadline| *deadline <= now);
+    let due = cycle
+        .inner()
+        .core
+        .poll_timeout()
+        .filter(|deadline| *deadline <= now);
     if due.is_some() {
-        cycle.core.handle_timeout(now);
+        cycle.inner().core.handle_timeout(now);
     }
-    let more = cycle.drain(OUTPUTS_PER_WAKE);
     #[cfg(feature = "recorder")]
-    let incident = shared
-        .flight
-        .as_ref()
-        .and_then(|flight| flight.take_incident(&cycle.core));
-    let next = cycle.core.poll_timeout();
-    let tick = if due.is_some() && next == due && !more {
-        // The deadline just handled is still reported: a core that does
-        // not clear a timer it served would make this task spin. Look
-        // again in a millisecond instead.
-        let retry = now.checked_add(STUCK_TIMER_RETRY);
-        cycle.armed = retry;
-        Tick::Sleep(retry)
-    } else if more || next.is_some_and(|deadline| deadline <= shared.rt.now()) {
-        // Not sleeping: no input needs to wake it.
-        cycle.armed = Some(now);
-        Tick::Again
-    } else if cycle.core.state() == PoolState::Closed && next.is_none() {
-        Tick::Exit
-    } else {
-        cycle.armed = next;
-        Tick::Sleep(next)
-    };
-    cycle.end();
+    let mut incident = None;
+    let tick = cycle.turn(OUTPUTS_PER_WAKE, |inner, more| {
+        #[cfg(feature = "recorder")]
+        {
+            incident = shared
+                .flight
+                .as_ref()
+                .and_then(|flight| flight.take_incident(&inner.core));
+        }
+        let next = inner.core.poll_timeout();
+        if due.is_some() && next == due && !more {
+            // The deadline just handled is still reported: a core that
+            // does not clear a timer it served would make this task spin.
+            // Look again in a millisecond instead.
+            let retry = now.checked_add(STUCK_TIMER_RETRY);
+            inner.armed = retry;
+            Tick::Sleep(retry)
+        } else if more || next.is_some_and(|deadline| deadline <= shared.rt.now()) {
+            // Not sleeping: no input needs to wake it.
+            inner.armed = Some(now);
+            Tick::Again
+        } else if inner.core.state() == PoolState::Closed && next.is_none() {
+            Tick::Exit
+        } else {
+            inner.armed = next;
+            Tick::Sleep(next)
+        }
+    });
     #[cfg(feature = "recorder")]
     if let (Some(flight), Some(recording)) = (&shared.flight, incident) {
         flight.report(&shared.address, &recording);

@@ -382,7 +382,7 @@ impl<C> Inner<C> {
 
     /// Whether the input just handled left no action (events aside): the
     /// common served checkout and check-in nobody waits for, which skip the
-    /// drain and the work after the lock (the fast path of `Cycle::end`).
+    /// drain and the work after the lock (the fast path of the input cycle).
     #[inline]
     pub(crate) fn left_no_action(&self) -> bool {
         !self.core.has_output()

@@ -1,9 +1,10 @@
 //! The input cycle: the one path from the pool's lock to what an input
 //! does after it, the same for every input (a checkout, a check-in, a
 //! connect that finished, a clear, a detach, a close, the timer task's
-//! turn). An input opens a [`Cycle`] ([`Shared::cycle`], or
-//! [`Shared::input`] around one `handle_*`), makes its one call on the core
-//! through it, and ends it with [`Cycle::end`].
+//! turn). An input opens a [`Cycle`] ([`Shared::cycle`]) and makes its one
+//! call on the core through it, which ends the cycle ([`Cycle::check_out`],
+//! [`Cycle::check_in`], [`Cycle::turn`], or any other `handle_*` through
+//! [`Shared::input`]).
 //!
 //! 0. **Clock, before the lock** ([`Shared::read_clock`], for a checkout or
 //!    a check-in; other inputs read the precise clock): the runtime's cheap
@@ -20,7 +21,7 @@
 //!    served at once, or queued with a waiter id), [`Cycle::check_in`]
 //!    (`handle_check_in_direct`: a connection handed straight to the oldest
 //!    waiter takes that waiter's slot out of `Inner::waiters`, to fill in
-//!    step 9), or any other on `Inner` (a `Cycle` derefs to it).
+//!    step 9), or any other on `Inner` ([`Shared::input`]).
 //!    **Fast path**: an input that left no action (a checkout served at
 //!    once, or queued with nothing to start; a check-in) builds no
 //!    [`Deferred`]: only its events, if any, are taken and sealed (steps 4
@@ -37,7 +38,7 @@
 //!    close, establishments to abort and connections to interrupt are
 //!    noted; the timer is marked for re-arming if the core's next deadline
 //!    moved earlier (`Inner::rearm`). The timer task drains at most a
-//!    bounded number of outputs ([`Cycle::drain`]) and arms itself.
+//!    bounded number of outputs ([`Cycle::turn`]) and arms itself.
 //! 5. **Seal** (`Outbox::seal`): the input's events are now either in the
 //!    delivery turn it holds, or appended to the turn's queue, which is
 //!    unlocked here. A checkout the core queued and this input did not
@@ -56,13 +57,11 @@
 //!    `ConnectionCheckedOut` or `ConnectionCheckOutFailed` is out. A slot
 //!    found taken (its future was dropped) gets nothing: a connection goes
 //!    back to the pool, as a new input. The input's own checkout gets its
-//!    outcome from [`Cycle::end`]: no slot, no waker.
+//!    outcome from [`Cycle::check_out`]: no slot, no waker.
 //!
 //! Nothing of the user's, nothing slow and no await runs between steps 1
 //! and 6. The lock order: [`super`]'s module doc.
 
-use crate::sync::atomic::Ordering;
-use std::ops::{Deref, DerefMut};
 use std::task::Waker;
 use std::time::Instant;
 
@@ -73,34 +72,27 @@ use crate::clock::CoarseNow;
 use crate::events::Outbox;
 use crate::manager::ManageConnection;
 use crate::runtime::Runtime;
+use crate::sync::atomic::Ordering;
 use crate::under_lock::{
     lock_slot, Deferred, Handed, Inner, OwnCheckout, RareDeferred, SharedSlot, Slot, SlotFill,
 };
 
-/// One input, from the lock (steps 1 and 2 of the module doc, in
-/// [`Shared::cycle`]) to its last slot filled ([`Cycle::end`]). Derefs to
-/// what the lock holds, for the input's `handle_*`.
-#[must_use = "an input ends with `Cycle::end`"]
+/// One input, from the lock (steps 1 and 2, [`Shared::cycle`]) to its
+/// last slot filled, ended by the input's own call: [`Cycle::check_out`],
+/// [`Cycle::check_in`], the timer's [`Cycle::turn`], or `Cycle::end` after
+/// any other `handle_*` ([`Shared::input`]).
+/// Small, with its hot steps inlined, so that the fast path costs what the
+/// same code written out would.
+#[must_use = "an input ends its cycle"]
 pub(crate) struct Cycle<'a, M: ManageConnection, R: Runtime> {
     shared: &'a Shared<M, R>,
     locked: Locked<'a, M::Connection>,
     /// The input's `now`, and how much it may lag the precise clock.
     pub(crate) read: CoarseNow,
-    /// The checkout this input started ([`Cycle::check_out`]), if any.
-    own: OwnCheckout<M::Connection>,
-    /// Its waker, for the slot it waits in if the core queued it.
-    waker: Option<&'a Waker>,
-    /// A check-in's connection handed to the oldest waiter, with that
-    /// waiter's slot ([`Cycle::check_in`]).
-    handed: Option<Handed<M::Connection>>,
-    /// What a bounded drain left to do ([`Cycle::drain`]).
-    drained: Option<Deferred<'a, M::Connection>>,
 }
 
-/// How the checkout an input started ended ([`Cycle::end`]).
+/// How a checkout's input ended ([`Cycle::check_out`]).
 pub(crate) enum Ended<C> {
-    /// The input started none.
-    NoCheckout,
     /// Served or failed in that input.
     Done(Result<Pooled<C>, CheckOutError>),
     /// Queued as this waiter, with its slot.
@@ -108,11 +100,34 @@ pub(crate) enum Ended<C> {
 }
 
 impl<'a, M: ManageConnection, R: Runtime> Cycle<'a, M, R> {
-    /// Starts a checkout waiting until `deadline`; `waker` is its future's,
-    /// for the slot it waits in if it is queued.
+    /// What the lock holds, for a look before the input's call.
+    pub(crate) fn inner(&mut self) -> &mut Inner<M::Connection> {
+        &mut self.locked
+    }
+
+    /// A connection given back, and the end of its cycle: one handed
+    /// straight to the oldest waiter fills that waiter's slot (step 9).
     #[inline]
-    pub(crate) fn check_out(&mut self, deadline: Option<Instant>, waker: &'a Waker) {
-        self.own = match self.locked.core.handle_check_out_direct(self.read.at, deadline) {
+    pub(crate) fn check_in(mut self, connection: Pooled<M::Connection>) {
+        let handed = (self.locked).check_in(self.read.at, connection, &self.shared.interrupts);
+        self.end(handed);
+    }
+
+    /// A checkout waiting until `deadline` (`waker`: its future's, for the
+    /// slot it waits in if it is queued), and the end of its cycle.
+    #[inline]
+    pub(crate) fn check_out(mut self, deadline: Option<Instant>, waker: &Waker) -> Ended<M::Connection> {
+        let mut own = match self.locked.core.handle_check_out_direct(self.read.at, deadline) {
+            // Served, and nothing else to do: the common checkout.
+            CheckOut::Ready(connection) if self.locked.left_no_action() => {
+                self.settle(None);
+                return Ended::Done(Ok(connection));
+            }
+            CheckOut::Later(id) if self.locked.left_no_action() => {
+                let slot = self.queue(id, waker);
+                self.settle(None);
+                return Ended::Queued(id, slot);
+            }
             CheckOut::Ready(connection) => OwnCheckout {
                 id: None,
                 outcome: Some(Ok(connection)),
@@ -122,109 +137,104 @@ impl<'a, M: ManageConnection, R: Runtime> Cycle<'a, M, R> {
                 outcome: None,
             },
         };
-        self.waker = Some(waker);
+        match (
+            self.drain_and_perform(None, Some(&mut own), Some(waker)),
+            own.outcome,
+        ) {
+            (_, Some(outcome)) => Ended::Done(outcome),
+            (Some(slot), None) => Ended::Queued(own.id.expect("queued"), slot),
+            (None, None) => unreachable!("a checkout not served at once has a slot"),
+        }
     }
 
-    /// Gives a connection back to the core; one handed straight to the
-    /// oldest waiter fills its slot at the end of the cycle.
-    #[inline]
-    pub(crate) fn check_in(&mut self, connection: Pooled<M::Connection>) {
-        self.handed = self
-            .locked
-            .check_in(self.read.at, connection, &self.shared.interrupts);
-    }
-
-    /// Drains at most `limit` outputs now (step 4), for the timer task's
-    /// turn, which arms itself; returns whether outputs are left. The
-    /// cycle's end then only unlocks and performs.
-    pub(crate) fn drain(&mut self, limit: usize) -> bool {
+    /// The timer task's turn, once it handled its timeout: at most `limit`
+    /// outputs drained, then `arm` decides under the lock, told whether
+    /// outputs are left, what the task does next (and arms it: the turn
+    /// re-arms nothing); then steps 6 to 9.
+    pub(crate) fn turn<T>(
+        mut self,
+        limit: usize,
+        arm: impl FnOnce(&mut Inner<M::Connection>, bool) -> T,
+    ) -> T {
         let mut deferred = Deferred::default();
-        let more = self.drain_into(&mut deferred, limit);
-        self.drained = Some(deferred);
-        more
+        let more = self.drain(&mut deferred, &mut OwnCheckout::default(), limit);
+        let next = arm(&mut self.locked, more);
+        self.shared.unlock(self.locked);
+        self.shared.perform(deferred);
+        next
     }
 
-    fn drain_into(&mut self, deferred: &mut Deferred<'a, M::Connection>, limit: usize) -> bool {
+    /// Step 4: at most `limit` outputs drained into `deferred`.
+    fn drain(
+        &mut self,
+        deferred: &mut Deferred<'a, M::Connection>,
+        own: &mut OwnCheckout<M::Connection>,
+        limit: usize,
+    ) -> bool {
         let (hub, interrupts, now) = (&self.shared.events, &self.shared.interrupts, self.read.at);
-        let (locked, own) = (&mut self.locked, &mut self.own);
-        locked.drain(now, hub, interrupts, deferred, own, limit)
+        (self.locked).drain(now, hub, interrupts, deferred, own, limit)
     }
 
-    /// Ends the input: steps 4 to 9, or the fast path for an input that
-    /// left no action (`Inner::left_no_action`), which builds, drains and
-    /// performs no [`Deferred`]: its events (if any) taken and sealed, the
-    /// timer re-armed if need be, the lock released, the events delivered
-    /// and a hand-over's slot filled. Returns how the checkout it started
-    /// ended.
-    #[inline]
-    pub(crate) fn end(mut self) -> Ended<M::Connection> {
-        let deferred = match self.drained.take() {
-            Some(deferred) => Some(deferred),
-            None if self.locked.left_no_action() => None,
-            None => {
-                let mut deferred = Deferred::default();
-                if let Some((slot, connection)) = self.handed.take() {
-                    deferred.fill((slot, Ok(connection)));
-                }
-                self.drain_into(&mut deferred, usize::MAX);
-                deferred.rearm = self.locked.rearm();
-                Some(deferred)
-            }
+    /// Ends an input that started no checkout (`handed`: a check-in's
+    /// hand-over), as [`Shared::input`] does after its one call on `Inner`.
+    #[inline(always)]
+    fn end(self, handed: Option<Handed<M::Connection>>) {
+        if self.locked.left_no_action() {
+            self.settle(handed);
+        } else {
+            self.drain_and_perform(handed, None, None);
+        }
+    }
+
+    /// The fast path, for an input that left no action
+    /// (`Inner::left_no_action`): no [`Deferred`] built, drained or
+    /// performed; its events (if any) taken and sealed, the timer re-armed
+    /// if need be, the lock released, the events delivered and a
+    /// hand-over's slot filled.
+    #[inline(always)]
+    fn settle(self, handed: Option<Handed<M::Connection>>) {
+        if self.locked.core.pending_events() > 0 {
+            self.shared.settle_with_events(self.locked);
+        } else {
+            self.shared.unlock_rearmed(self.locked);
+        }
+        if let Some((slot, connection)) = handed {
+            self.shared.fill((slot, Ok(connection)));
+        }
+    }
+
+    /// Steps 4 to 9 in full; returns the slot of the input's own checkout
+    /// if it waits.
+    #[inline(never)]
+    fn drain_and_perform(
+        mut self,
+        handed: Option<Handed<M::Connection>>,
+        own: Option<&mut OwnCheckout<M::Connection>>,
+        waker: Option<&Waker>,
+    ) -> Option<SharedSlot<M::Connection>> {
+        let (mut deferred, mut none) = (Deferred::default(), OwnCheckout::default());
+        let own = own.unwrap_or(&mut none);
+        if let Some((slot, connection)) = handed {
+            deferred.fill((slot, Ok(connection)));
+        }
+        self.drain(&mut deferred, own, usize::MAX);
+        deferred.rearm = self.locked.rearm();
+        let queued = match (own.id, &own.outcome, waker) {
+            (Some(id), None, Some(waker)) => Some(self.queue(id, waker)),
+            _ => None,
         };
-        let queued = self.queue();
-        let Cycle {
-            shared,
-            locked,
-            own,
-            handed,
-            ..
-        } = self;
-        match deferred {
-            None => {
-                if locked.core.pending_events() > 0 {
-                    shared.settle_with_events(locked);
-                } else {
-                    shared.unlock_rearmed(locked);
-                }
-                if let Some((slot, connection)) = handed {
-                    shared.fill((slot, Ok(connection)));
-                }
-            }
-            Some(deferred) => {
-                shared.unlock(locked);
-                shared.perform(deferred);
-            }
-        }
-        match (own.outcome, queued) {
-            (Some(outcome), _) => Ended::Done(outcome),
-            (None, Some((id, slot))) => Ended::Queued(id, slot),
-            (None, None) => Ended::NoCheckout,
-        }
+        self.shared.unlock(self.locked);
+        self.shared.perform(deferred);
+        queued
     }
 
-    /// The slot of a checkout this input queued and did not complete, put
-    /// in `Inner::waiters` (step 5): a spare one when there is one.
+    /// Step 5 for a checkout this input queued and did not complete: its
+    /// slot put in `Inner::waiters`, a spare one when there is one.
     #[inline]
-    fn queue(&mut self) -> Option<(WaiterId, SharedSlot<M::Connection>)> {
-        let id = self.own.id.filter(|_| self.own.outcome.is_none())?;
-        let waker = self.waker.expect("a checkout has a waker");
+    fn queue(&mut self, id: WaiterId, waker: &Waker) -> SharedSlot<M::Connection> {
         let slot = self.locked.spare_slots.take(waker);
         self.locked.waiters.insert(id, slot.clone());
-        Some((id, slot))
-    }
-}
-
-impl<M: ManageConnection, R: Runtime> Deref for Cycle<'_, M, R> {
-    type Target = Inner<M::Connection>;
-
-    fn deref(&self) -> &Inner<M::Connection> {
-        &self.locked
-    }
-}
-
-impl<M: ManageConnection, R: Runtime> DerefMut for Cycle<'_, M, R> {
-    fn deref_mut(&mut self) -> &mut Inner<M::Connection> {
-        &mut self.locked
+        slot
     }
 }
 
@@ -233,7 +243,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     /// on or off, and the input's `now` settled from `read`, the clock read
     /// before the lock. For a checkout (`checkout`), a coarse `read` is kept
     /// only while a connection is available.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn cycle(&self, read: CoarseNow, checkout: bool) -> Cycle<'_, M, R> {
         let mut locked = self.lock();
         locked.core.set_events_enabled(self.events.wanted());
@@ -252,10 +262,6 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
             shared: self,
             locked,
             read,
-            own: OwnCheckout::default(),
-            waker: None,
-            handed: None,
-            drained: None,
         }
     }
 
@@ -264,22 +270,21 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     pub(crate) fn input<T>(&self, f: impl FnOnce(&mut Inner<M::Connection>, Instant) -> T) -> T {
         let mut cycle = self.cycle(CoarseNow::exact(self.rt.now()), false);
         let out = f(&mut cycle.locked, cycle.read.at);
-        cycle.end();
+        cycle.end(None);
         out
     }
 
     /// Gives back a checked-out connection.
     pub(crate) fn check_in(&self, connection: Pooled<M::Connection>) {
         let mut cycle = self.cycle(self.read_clock(), false);
+        let closed = cycle.inner().core.state() == PoolState::Closed;
         cycle.check_in(connection);
-        let closed = cycle.core.state() == PoolState::Closed;
-        cycle.end();
         if closed {
             self.returned_after_close.notify(usize::MAX);
         }
     }
 
-    /// The fast path of [`Cycle::end`] for an input that left events: out of line, so
+    /// The fast path (`Cycle::settle`) for an input that left events: out of line, so
     /// that the settling of an input without any stays small.
     #[inline(never)]
     fn settle_with_events(&self, mut locked: Locked<'_, M::Connection>) {
@@ -291,7 +296,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     }
 
     /// Re-arms the timer if need be and releases the lock.
-    #[inline]
+    #[inline(always)]
     fn unlock_rearmed(&self, mut locked: Locked<'_, M::Connection>) {
         let rearm = locked.rearm();
         self.unlock(locked);
