@@ -78,11 +78,8 @@ use crate::under_lock::{
 };
 
 /// One input, from the lock (steps 1 and 2, [`Shared::cycle`]) to its
-/// last slot filled, ended by the input's own call: [`Cycle::check_out`],
-/// [`Cycle::check_in`], the timer's [`Cycle::turn`], or `Cycle::end` after
-/// any other `handle_*` ([`Shared::input`]).
-/// Small, with its hot steps inlined, so that the fast path costs what the
-/// same code written out would.
+/// last slot filled, ended by the input's own call. Small, with its hot
+/// steps inlined: the fast path costs what the same code written out would.
 #[must_use = "an input ends its cycle"]
 pub(crate) struct Cycle<'a, M: ManageConnection, R: Runtime> {
     shared: &'a Shared<M, R>,
@@ -186,11 +183,9 @@ impl<'a, M: ManageConnection, R: Runtime> Cycle<'a, M, R> {
         }
     }
 
-    /// The fast path, for an input that left no action
-    /// (`Inner::left_no_action`): no [`Deferred`] built, drained or
-    /// performed; its events (if any) taken and sealed, the timer re-armed
-    /// if need be, the lock released, the events delivered and a
-    /// hand-over's slot filled.
+    /// The fast path, for an input that left no action: no [`Deferred`];
+    /// its events (if any) taken and sealed, the timer re-armed if need be,
+    /// the lock released, the events delivered, a hand-over's slot filled.
     #[inline(always)]
     fn settle(self, handed: Option<Handed<M::Connection>>) {
         if self.locked.core.pending_events() > 0 {

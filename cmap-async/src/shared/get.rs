@@ -1,9 +1,7 @@
-//! Taking connections out: a checkout with the manager's check after it
-//! (`get()`), and the operational checks beyond the spec built on them,
-//! as psycopg_pool offers them: waiting until the pool is ready for
-//! traffic (`open(wait=True)`, HikariCP's `initializationFailTimeout`),
-//! and checking every idle connection now (`check()`). The checkout future
-//! itself: `checkout.rs`.
+//! Taking connections out: `get()` (a checkout, then the manager's check),
+//! and the checks psycopg_pool offers beyond the spec built on it: waiting
+//! until the pool is ready (`open(wait=True)`), checking every idle
+//! connection now (`check()`). The checkout future: `checkout.rs`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -148,12 +148,10 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The clock an input starts with, read before the lock is taken so
-    /// that no clock is read under the lock unless the cycle finds this
-    /// reading unfit (steps 0 and 2 of the input cycle): the runtime's
-    /// cheap reading (see `Runtime::now_coarse`) unless checkouts waited
-    /// when the lock was last released (`waiting`, a hint): a checkout that
-    /// arrives then is queued behind them, and reads the precise clock.
+    /// The clock an input starts with, read before the lock (steps 0 and 2
+    /// of the input cycle): the cheap reading (`Runtime::now_coarse`)
+    /// unless checkouts waited at the last unlock (`waiting`, a hint): one
+    /// that arrives then is queued behind them, and reads the precise clock.
     #[inline]
     pub(crate) fn read_clock(&self) -> CoarseNow {
         if self.waiting.load(Ordering::Relaxed) {
