@@ -1,13 +1,14 @@
-//! `get()`: the checkout future, cancellation-safe at every await, and the
-//! check that runs before a connection is handed out.
+//! The checkout future `get()` awaits, cancellation-safe at every await,
+//! and the guard of a connection under the manager's check (`get()`
+//! itself: `shared/get.rs`).
 //!
 //! A checkout starts at its first poll. If the core serves it in that same
 //! input (a connection is available), the connection is returned at once:
 //! no slot, no waker. Otherwise it waits in a slot, completed by whichever
 //! input drains its `Deliver` or `Fail` (once that input's lock is
 //! released and its events are out). Its deadline is the core's: the timer
-//! task fails it on time. The input cycle a poll runs, step by step, and
-//! the lock order: `shared.rs`'s module doc.
+//! task fails it on time. The input cycle its first poll runs, step by
+//! step: `shared/cycle.rs`; the lock order: `shared/mod.rs`.
 //!
 //! Dropped while queued, it cancels its waiter; dropped after its
 //! connection was delivered but before it took it, it checks that
@@ -16,20 +17,16 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use cmap_core::{CheckOut, CheckOutError, ConnectionId, Pooled, SharedError, TimeoutContext, WaiterId};
+use cmap_core::{CheckOutError, ConnectionId, Pooled, WaiterId};
 
 use crate::clock::CoarseNow;
-use crate::driver::{lock_slot, Deferred, OwnCheckout, SharedSlot, Slot};
-use crate::error::GetError;
 use crate::manager::ManageConnection;
-use crate::panics::Hook;
 use crate::runtime::Runtime;
-use crate::shared::{Locked, Shared};
-use crate::util::{race_lazy, Either};
+use crate::shared::{Ended, Shared};
+use crate::under_lock::{lock_slot, SharedSlot, Slot};
 
 enum State<C> {
     Start,
@@ -37,17 +34,9 @@ enum State<C> {
     Done,
 }
 
-/// How a checkout's first input ended ([`Shared::start_cycle`]).
-enum Started<C> {
-    /// Served or failed in that input.
-    Done(Result<Pooled<C>, CheckOutError>),
-    /// Queued as this waiter, with its slot.
-    Queued(WaiterId, SharedSlot<C>),
-}
-
 /// How long a checkout may wait.
 #[derive(Clone, Copy)]
-enum Limit {
+pub(crate) enum Limit {
     /// This long from the instant it starts (`None`: no limit). The
     /// deadline is taken from the very `now` of the check-out input (plus
     /// its lag, when that `now` is a coarse reading: never early), so a
@@ -72,11 +61,24 @@ impl Limit {
 /// One checkout from the core.
 pub(crate) struct Checkout<'a, M: ManageConnection, R: Runtime> {
     shared: &'a Shared<M, R>,
-    limit: Limit,
+    pub(crate) limit: Limit,
     /// The newest connection the pool had asked for when it started (set
     /// at the first poll): a connection with a later id was made after.
-    issued_before: Option<ConnectionId>,
+    pub(crate) issued_before: Option<ConnectionId>,
     state: State<M::Connection>,
+}
+
+impl<'a, M: ManageConnection, R: Runtime> Checkout<'a, M, R> {
+    /// A checkout, not started yet, limited by `limit`.
+    #[inline]
+    pub(crate) fn new(shared: &'a Shared<M, R>, limit: Limit) -> Self {
+        Checkout {
+            shared,
+            limit,
+            issued_before: None,
+            state: State::Start,
+        }
+    }
 }
 
 impl<M: ManageConnection, R: Runtime> Future for Checkout<'_, M, R> {
@@ -86,44 +88,20 @@ impl<M: ManageConnection, R: Runtime> Future for Checkout<'_, M, R> {
         let shared = self.shared;
         match &self.state {
             State::Start => {
-                let read = shared.read_clock();
-                let mut inner = shared.lock();
-                let read = shared.begin(&mut inner, read, true);
-                let now = read.at;
-                let deadline = self.limit.deadline(read);
+                let mut cycle = shared.cycle(shared.read_clock(), true);
+                let deadline = self.limit.deadline(cycle.read);
                 if M::CHECKS {
                     // For the check and the checkouts after a failed one
                     // (`Shared::get`); nothing else reads them.
                     self.limit = Limit::Until(deadline);
-                    self.issued_before = inner.last_issued;
+                    self.issued_before = cycle.inner().last_issued;
                 }
-                let own = match inner.core.handle_check_out_direct(now, deadline) {
-                    CheckOut::Ready(connection) => match shared.settle(inner) {
-                        // Served, and nothing else to do: the common
-                        // checkout ends here.
-                        Ok(()) => {
-                            self.state = State::Done;
-                            return Poll::Ready(Ok(connection));
-                        }
-                        Err(locked) => {
-                            inner = locked;
-                            OwnCheckout {
-                                id: None,
-                                outcome: Some(Ok(connection)),
-                            }
-                        }
-                    },
-                    CheckOut::Later(id) => OwnCheckout {
-                        id: Some(id),
-                        outcome: None,
-                    },
-                };
-                match shared.start_cycle(inner, now, own, cx) {
-                    Started::Done(outcome) => {
+                match cycle.check_out(deadline, cx.waker()) {
+                    Ended::Done(outcome) => {
                         self.state = State::Done;
                         Poll::Ready(outcome)
                     }
-                    Started::Queued(id, slot) => {
+                    Ended::Queued(id, slot) => {
                         self.state = State::Queued(id, slot);
                         Poll::Pending
                     }
@@ -179,184 +157,6 @@ impl<M: ManageConnection, R: Runtime> Drop for Checkout<'_, M, R> {
                 }
                 // Otherwise an input completed it since: finding the slot
                 // taken, it checks the connection back in.
-            }),
-        }
-    }
-}
-
-impl<M: ManageConnection, R: Runtime> Shared<M, R> {
-    /// The rest of a checkout's first input when it left more than its own
-    /// connection (`own`): the full cycle (drain, unlock, perform). If it
-    /// waits, its slot is a spare one when there is one (`SpareSlots`).
-    fn start_cycle(
-        &self,
-        mut inner: Locked<'_, M::Connection>,
-        now: Instant,
-        mut own: OwnCheckout<M::Connection>,
-        cx: &Context<'_>,
-    ) -> Started<M::Connection> {
-        // Queued, and no action to take (no connection to start): the
-        // waiter's slot in, then the input settles (its events, if any,
-        // delivered after the unlock).
-        if let (Some(id), None) = (own.id, &own.outcome) {
-            if inner.left_no_action() {
-                let slot = inner.spare_slots.take(cx.waker());
-                inner.waiters.insert(id, slot.clone());
-                self.end_without_action(inner);
-                return Started::Queued(id, slot);
-            }
-        }
-        let mut deferred = Deferred::default();
-        self.finish(&mut inner, now, &mut deferred, &mut own, usize::MAX);
-        // Completed among this input's own outputs: no slot. Otherwise it
-        // waits in one.
-        let queued = own.id.filter(|_| own.outcome.is_none()).map(|id| {
-            let slot = inner.spare_slots.take(cx.waker());
-            inner.waiters.insert(id, slot.clone());
-            (id, slot)
-        });
-        drop(inner);
-        self.perform(deferred);
-        match (own.outcome, queued) {
-            (Some(outcome), _) => Started::Done(outcome),
-            (None, Some((id, slot))) => Started::Queued(id, slot),
-            (None, None) => unreachable!("a checkout not served at once has a slot"),
-        }
-    }
-}
-
-impl<M: ManageConnection, R: Runtime> Shared<M, R> {
-    /// One checkout, with no check after it, waiting at most `timeout`
-    /// (`None`: no limit).
-    pub(crate) fn check_out(&self, timeout: Option<Duration>) -> Checkout<'_, M, R> {
-        self.checkout_within(Limit::After(timeout))
-    }
-
-    /// A checkout, not started yet, limited by `limit`.
-    #[inline]
-    fn checkout_within(&self, limit: Limit) -> Checkout<'_, M, R> {
-        Checkout {
-            shared: self,
-            limit,
-            issued_before: None,
-            state: State::Start,
-        }
-    }
-
-    /// Checks out a connection that passes the manager's check, waiting at
-    /// most `timeout` in all (`None`: no limit). The caller puts it in a
-    /// guard.
-    pub(crate) async fn get(&self, timeout: Option<Duration>) -> Result<Pooled<M::Connection>, GetError> {
-        let mut limit = Limit::After(timeout);
-        let mut issued_before = None;
-        loop {
-            let mut checkout = self.checkout_within(limit);
-            let pooled = match (&mut checkout).await {
-                Ok(pooled) => pooled,
-                Err(mut error) => {
-                    // A retry after a failed check runs on what was left
-                    // of the deadline: its timeout ends the whole wait,
-                    // not only the retry's last instant.
-                    if let (CheckOutError::WaitQueueTimeout { context, .. }, Some(timeout), Some(_)) =
-                        (&mut error, timeout, issued_before)
-                    {
-                        context.waited = timeout;
-                    }
-                    return Err(error.into());
-                }
-            };
-            if !M::CHECKS {
-                // Nothing to check: handed out as it is.
-                return Ok(pooled);
-            }
-            // Later attempts (after a failed check) keep the first deadline.
-            limit = checkout.limit;
-            let issued_before = *issued_before.get_or_insert(checkout.issued_before);
-            drop(checkout);
-            // A connection made for this call: its check failing is an
-            // error. (By id, not by time: a coarse clock gives instants
-            // that tie.)
-            let fresh = Some(pooled.id()) > issued_before;
-            let mut checking = Checking::new(self, pooled);
-            // The checkout's one deadline covers the check too: a check
-            // still running then (a round trip to a server that stopped
-            // answering) is given up, and its connection closed.
-            let deadline = match limit {
-                Limit::Until(deadline) => deadline,
-                Limit::After(_) => None,
-            };
-            let Some(checked) = self.check(checking.connection(), deadline).await else {
-                drop(checking);
-                let waited = timeout.unwrap_or_default();
-                return Err(self.check_timed_out(waited).into());
-            };
-            let failed = match checked {
-                Ok(()) => return Ok(checking.pass()),
-                Err(failed) => failed,
-            };
-            drop(checking);
-            if fresh {
-                return Err(GetError::CheckFailed(failed));
-            }
-        }
-    }
-}
-
-impl<M: ManageConnection, R: Runtime> Shared<M, R> {
-    /// Runs the manager's check on `conn`, told the checkout's `deadline`
-    /// and given up at it: `None` when the deadline came first, otherwise
-    /// the check's outcome (a check that panicked failed with
-    /// [`Panicked`](crate::Panicked)).
-    pub(crate) async fn check(
-        &self,
-        conn: &mut M::Connection,
-        deadline: Option<Instant>,
-    ) -> Option<Result<(), SharedError>> {
-        let check = self
-            .events
-            .panics
-            .guard(Hook::Check, || self.manager.check_until(conn, deadline));
-        let outcome = match deadline {
-            // The timer is made only if the check has to wait: most checks
-            // are done at their first poll.
-            Some(deadline) => match race_lazy(check, || self.rt.sleep_until(deadline)).await {
-                Either::Left(outcome) => outcome,
-                Either::Right(()) => return None,
-            },
-            None => check.await,
-        };
-        Some(match outcome {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(error)) => Err(Arc::new(error)),
-            Err(panicked) => Err(Arc::new(panicked)),
-        })
-    }
-
-    /// An available connection, checked out now without the manager's
-    /// check, or `None` if none is (a checkout with a zero timeout: it
-    /// starts no connection).
-    pub(crate) async fn take_available(&self) -> Option<Pooled<M::Connection>> {
-        self.check_out(Some(Duration::ZERO)).await.ok()
-    }
-
-    /// The error of a checkout whose deadline passed during the manager's
-    /// check: a wait-queue timeout, after its whole timeout (`waited`).
-    fn check_timed_out(&self, waited: Duration) -> CheckOutError {
-        let (status, last_error, max_pool_size) = self.input(|inner, _| {
-            let core = &inner.core;
-            (
-                core.status(),
-                core.last_establish_error(),
-                core.options().max_pool_size(),
-            )
-        });
-        CheckOutError::WaitQueueTimeout {
-            address: self.address.clone(),
-            context: Box::new(TimeoutContext {
-                waited,
-                max_pool_size,
-                status,
-                last_error,
             }),
         }
     }

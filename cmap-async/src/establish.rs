@@ -62,70 +62,49 @@ impl<M: ManageConnection, R: Runtime> Drop for Report<M, R> {
     }
 }
 
-impl<M: ManageConnection, R: Runtime> Shared<M, R> {
-    /// Spawns the task that establishes connection `id`. It holds the pool
-    /// weakly: a pool dropped meanwhile gets nothing, and the connection is
-    /// dropped.
-    pub(crate) fn spawn_establish(&self, id: ConnectionId, abort: Arc<Abort>) {
-        let manager = self.manager.clone();
-        let rt = self.rt.clone();
-        let timeout = self.timeouts.connect;
-        let panics = self.events.panics.clone();
-        let mut report = Report {
-            pool: self.me.clone(),
-            id,
-            armed: true,
-        };
-        self.rt.spawn(async move {
-            let connect = async {
-                let labelled = |error: M::Error| EstablishError::new(manager.classify(&error), error);
-                let deadline = timeout.and_then(|t| rt.now().checked_add(t));
-                match (timeout, deadline) {
-                    (Some(after), Some(deadline)) => {
-                        match race(manager.connect(), rt.sleep_until(deadline)).await {
-                            Either::Left(result) => result.map_err(labelled),
-                            // A network timeout: possibly overload (spec).
-                            Either::Right(()) => Err(EstablishError::network(ConnectTimeoutError { after })),
-                        }
+/// Spawns the task that establishes connection `id` of `shared`. It holds
+/// the pool weakly: a pool dropped meanwhile gets nothing, and the
+/// connection is dropped.
+pub(crate) fn spawn<M: ManageConnection, R: Runtime>(
+    shared: &Shared<M, R>,
+    id: ConnectionId,
+    abort: Arc<Abort>,
+) {
+    let manager = shared.manager.clone();
+    let rt = shared.rt.clone();
+    let timeout = shared.timeouts.connect;
+    let panics = shared.events.panics.clone();
+    let mut report = Report {
+        pool: shared.me.clone(),
+        id,
+        armed: true,
+    };
+    shared.rt.spawn(async move {
+        let connect = async {
+            let labelled = |error: M::Error| EstablishError::new(manager.classify(&error), error);
+            let deadline = timeout.and_then(|t| rt.now().checked_add(t));
+            match (timeout, deadline) {
+                (Some(after), Some(deadline)) => {
+                    match race(manager.connect(), rt.sleep_until(deadline)).await {
+                        Either::Left(result) => result.map_err(labelled),
+                        // A network timeout: possibly overload (spec).
+                        Either::Right(()) => Err(EstablishError::network(ConnectTimeoutError { after })),
                     }
-                    _ => manager.connect().await.map_err(labelled),
                 }
-            };
-            // A panic in `connect` or `classify` is a failure like any
-            // other (not a sign of overload): the slot is freed and the
-            // checkout that asked is told why.
-            let connect = panics.guard(Hook::Connect, || connect);
-            let outcome = race(connect, abort.wait()).await;
-            report.armed = false;
-            // Aborted: the core has already counted it closed.
-            let Either::Left(result) = outcome else { return };
-            let result = result.unwrap_or_else(|panicked| Err(EstablishError::other(panicked)));
-            if let Some(shared) = report.pool.upgrade() {
-                shared.finish_establish(id, result);
+                _ => manager.connect().await.map_err(labelled),
             }
-        });
-    }
-
-    /// Reports the outcome of establishing `id` to the core.
-    pub(crate) fn finish_establish(&self, id: ConnectionId, result: Result<M::Connection, EstablishError>) {
-        let result = result.and_then(|conn| {
-            let service_id = self
-                .events
-                .panics
-                .call(Hook::Connect, || self.manager.service_id(&conn));
-            match service_id {
-                Ok(service_id) => Ok((conn, service_id)),
-                Err(panicked) => Err(EstablishError::other(panicked)),
-            }
-        });
-        self.input(|inner, now| {
-            inner.establishing.remove(&id);
-            // `Err` only for an id the core never issued: not the case here.
-            let _ = match result {
-                Ok((conn, service_id)) => inner.core.handle_established(now, id, conn, service_id),
-                Err(error) => inner.core.handle_establish_failed(now, id, error),
-            };
-        });
-        self.established.notify(usize::MAX);
-    }
+        };
+        // A panic in `connect` or `classify` is a failure like any
+        // other (not a sign of overload): the slot is freed and the
+        // checkout that asked is told why.
+        let connect = panics.guard(Hook::Connect, || connect);
+        let outcome = race(connect, abort.wait()).await;
+        report.armed = false;
+        // Aborted: the core has already counted it closed.
+        let Either::Left(result) = outcome else { return };
+        let result = result.unwrap_or_else(|panicked| Err(EstablishError::other(panicked)));
+        if let Some(shared) = report.pool.upgrade() {
+            shared.finish_establish(id, result);
+        }
+    });
 }

@@ -24,7 +24,7 @@
 //! the pool tells the core not to build events at all.
 //!
 //! Where delivery sits in an input, and the order of the pool's lock, the
-//! turn and a waiter's slot: `shared.rs`'s module doc.
+//! turn and a waiter's slot: `shared/mod.rs`'s module doc.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -102,7 +102,7 @@ struct Turn {
 #[derive(Default)]
 pub(crate) struct EventHub {
     /// Events of inputs that found the turn taken; appended under the
-    /// pool's lock (the lock order is stated in `shared.rs`).
+    /// pool's lock (the lock order is stated in `shared/mod.rs`).
     queue: Mutex<Vec<Event>>,
     /// Held while delivering: one thread at a time, in the core's order.
     turn: Mutex<Turn>,

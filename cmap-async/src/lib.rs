@@ -78,7 +78,6 @@
 mod builder;
 mod checkout;
 mod clock;
-mod driver;
 mod error;
 mod establish;
 mod events;
@@ -86,7 +85,6 @@ mod events;
 mod export;
 #[cfg(feature = "recorder")]
 mod flight;
-mod fork;
 mod guard;
 mod id_map;
 mod interrupt;
@@ -102,6 +100,7 @@ mod shared;
 mod spare_slots;
 mod sync;
 mod timer;
+mod under_lock;
 mod util;
 
 #[cfg(all(test, loom))]

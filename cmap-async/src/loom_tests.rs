@@ -1,4 +1,4 @@
-//! Loom models of the three locks of the input cycle (`shared.rs`'s module
+//! Loom models of the three locks of the input cycle (`shared/mod.rs`'s module
 //! doc): the events delivery turn and its queue, a waiter's slot, and the
 //! pool's lock. They run this crate's own code, built with loom's
 //! primitives in place of std's (`sync.rs`); loom runs every interleaving

@@ -1,16 +1,10 @@
-//! Operational checks beyond the spec, as psycopg_pool offers them:
-//! waiting until the pool is ready for traffic (`open(wait=True)`,
-//! HikariCP's `initializationFailTimeout`), and checking every idle
-//! connection now (`check()`).
+//! What the operational checks beyond the spec report (they run in
+//! `shared/get.rs`): waiting until the pool is ready, checking every idle
+//! connection now.
 
 use std::time::Duration;
 
 use cmap_core::{EstablishError, TimeoutContext};
-
-use crate::checkout::Checking;
-use crate::manager::ManageConnection;
-use crate::runtime::Runtime;
-use crate::shared::Shared;
 
 /// The pool did not hold the connections asked for in time: from
 /// [`Pool::wait_ready`](crate::Pool::wait_ready), and the source of
@@ -69,70 +63,6 @@ pub struct IdleCheck {
     pub checked: usize,
     /// Those that failed the check (or ran out of time) and were closed.
     pub closed: usize,
-}
-
-impl<M: ManageConnection, R: Runtime> Shared<M, R> {
-    /// Waits until the pool holds minPoolSize open connections (idle or
-    /// in use), or at least one (a checkout, with minPoolSize 0), at most
-    /// `timeout`.
-    pub(crate) async fn wait_ready(&self, timeout: Duration) -> Result<(), NotReadyError> {
-        let started = self.rt.now();
-        let deadline = started.checked_add(timeout);
-        let wanted = self.lock().core.options().min_pool_size() as usize;
-        if wanted == 0 {
-            // Nothing opens by itself: one checkout proves the server
-            // answers (and leaves its connection idle).
-            return match self.get(Some(timeout)).await {
-                Ok(conn) => {
-                    self.check_in(conn);
-                    Ok(())
-                }
-                Err(_) => Err(self.not_ready(1, started)),
-            };
-        }
-        let ready = |s: &cmap_core::Status| s.available + s.in_use >= wanted;
-        if self.wait_for(&self.established, deadline, ready).await {
-            Ok(())
-        } else {
-            Err(self.not_ready(wanted, started))
-        }
-    }
-
-    fn not_ready(&self, wanted: usize, started: std::time::Instant) -> NotReadyError {
-        let waited = self.rt.now().saturating_duration_since(started);
-        NotReadyError::of(&self.lock().core, wanted, waited)
-    }
-
-    /// Checks every connection idle now with the manager's check, all
-    /// within `timeout`: each is taken out of the pool (so that the next
-    /// one taken is another), the good ones go back together at the end,
-    /// and the bad ones, or one whose check outlives the timeout, are
-    /// closed.
-    pub(crate) async fn check_idle(&self, timeout: Duration) -> IdleCheck {
-        let deadline = self.rt.now().checked_add(timeout);
-        let idle = self.lock().core.status().available;
-        let mut report = IdleCheck::default();
-        let mut good = Vec::with_capacity(idle);
-        for _ in 0..idle {
-            let Some(conn) = self.take_available().await else {
-                break;
-            };
-            report.checked += 1;
-            let mut checking = Checking::new(self, conn);
-            let passed = matches!(self.check(checking.connection(), deadline).await, Some(Ok(())));
-            if passed {
-                good.push(checking.pass());
-            } else {
-                // Dropped unpassed: checked in marked errored, closed.
-                drop(checking);
-                report.closed += 1;
-            }
-        }
-        for conn in good {
-            self.check_in(conn);
-        }
-        report
-    }
 }
 
 #[cfg(test)]

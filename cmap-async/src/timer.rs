@@ -19,7 +19,6 @@ use std::time::{Duration, Instant};
 use cmap_core::PoolState;
 
 use crate::clock::CoarseNow;
-use crate::driver::{Deferred, OwnCheckout};
 use crate::manager::ManageConnection;
 use crate::runtime::Runtime;
 use crate::shared::Shared;
@@ -52,7 +51,7 @@ pub(crate) async fn run<M: ManageConnection, R: Runtime>(pool: Weak<Shared<M, R>
         }
         // Listen before looking, so a wake-up in between is not lost.
         let listener = shared.timer.listen();
-        let tick = shared.tick();
+        let tick = tick(&shared);
         let rt = shared.rt.clone();
         drop(shared);
         match tick {
@@ -66,57 +65,53 @@ pub(crate) async fn run<M: ManageConnection, R: Runtime>(pool: Weak<Shared<M, R>
     }
 }
 
-impl<M: ManageConnection, R: Runtime> Shared<M, R> {
-    fn tick(&self) -> Tick {
-        // Picks up a log level changed since (cheap: a callsite check).
-        self.events.refresh();
-        let mut deferred = Deferred::default();
-        let read = CoarseNow::exact(self.rt.now());
-        #[cfg(feature = "recorder")]
-        let mut incident = None;
-        let tick = {
-            let mut inner = self.lock();
-            let now = self.begin(&mut inner, read, false).at;
-            let due = inner.core.poll_timeout().filter(|deadline| *deadline <= now);
-            if due.is_some() {
-                inner.core.handle_timeout(now);
-            }
-            let more = inner.drain(
-                now,
-                &self.events,
-                &self.interrupts,
-                &mut deferred,
-                &mut OwnCheckout::default(),
-                OUTPUTS_PER_WAKE,
-            );
-            #[cfg(feature = "recorder")]
-            if let Some(flight) = &self.flight {
-                incident = flight.take_incident(&inner.core);
-            }
-            let next = inner.core.poll_timeout();
-            if due.is_some() && next == due && !more {
-                // The deadline just handled is still reported: a core that
-                // does not clear a timer it served would make this task
-                // spin. Look again in a millisecond instead.
-                let retry = now.checked_add(STUCK_TIMER_RETRY);
-                inner.armed = retry;
-                Tick::Sleep(retry)
-            } else if more || next.is_some_and(|deadline| deadline <= self.rt.now()) {
-                // Not sleeping: no input needs to wake it.
-                inner.armed = Some(now);
-                Tick::Again
-            } else if inner.core.state() == PoolState::Closed && next.is_none() {
-                Tick::Exit
-            } else {
-                inner.armed = next;
-                Tick::Sleep(next)
-            }
-        };
-        self.perform(deferred);
-        #[cfg(feature = "recorder")]
-        if let (Some(flight), Some(recording)) = (&self.flight, incident) {
-            flight.report(&self.address, &recording);
-        }
-        tick
+/// One turn: the due deadline handled, at most [`OUTPUTS_PER_WAKE`]
+/// outputs drained, and the timer armed for what comes next.
+fn tick<M: ManageConnection, R: Runtime>(shared: &Shared<M, R>) -> Tick {
+    // Picks up a log level changed since (cheap: a callsite check).
+    shared.events.refresh();
+    let mut cycle = shared.cycle(CoarseNow::exact(shared.rt.now()), false);
+    let now = cycle.read.at;
+    let due = cycle
+        .inner()
+        .core
+        .poll_timeout()
+        .filter(|deadline| *deadline <= now);
+    if due.is_some() {
+        cycle.inner().core.handle_timeout(now);
     }
+    #[cfg(feature = "recorder")]
+    let mut incident = None;
+    let tick = cycle.turn(OUTPUTS_PER_WAKE, |inner, more| {
+        #[cfg(feature = "recorder")]
+        {
+            incident = shared
+                .flight
+                .as_ref()
+                .and_then(|flight| flight.take_incident(&inner.core));
+        }
+        let next = inner.core.poll_timeout();
+        if due.is_some() && next == due && !more {
+            // The deadline just handled is still reported: a core that
+            // does not clear a timer it served would make this task spin.
+            // Look again in a millisecond instead.
+            let retry = now.checked_add(STUCK_TIMER_RETRY);
+            inner.armed = retry;
+            Tick::Sleep(retry)
+        } else if more || next.is_some_and(|deadline| deadline <= shared.rt.now()) {
+            // Not sleeping: no input needs to wake it.
+            inner.armed = Some(now);
+            Tick::Again
+        } else if inner.core.state() == PoolState::Closed && next.is_none() {
+            Tick::Exit
+        } else {
+            inner.armed = next;
+            Tick::Sleep(next)
+        }
+    });
+    #[cfg(feature = "recorder")]
+    if let (Some(flight), Some(recording)) = (&shared.flight, incident) {
+        flight.report(&shared.address, &recording);
+    }
+    tick
 }

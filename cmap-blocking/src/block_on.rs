@@ -177,6 +177,7 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
 /// parker and timers) only follows when the future has to wait. Polled
 /// again there, with the real waker, the future replaces the one it was
 /// first given, as every future must.
+#[inline]
 pub(crate) fn block_on_first_poll_inline<F: Future>(mut future: Pin<&mut F>) -> F::Output {
     if let Poll::Ready(output) = future.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
         return output;

@@ -1,13 +1,15 @@
-//! What lives under the pool's lock, and the drain that turns the core's
-//! outputs into what the input does once the lock is released
-//! ([`Deferred`]). The whole input cycle is walked through in `shared.rs`.
+//! What lives under the pool's lock ([`Inner`]: the core, the waiters'
+//! slots, the spare slots, the abort switches, the timer's deadline), a
+//! waiter's [`Slot`], and the drain that turns the core's outputs into
+//! what the input does once the lock is released ([`Deferred`]).
 //!
 //! Under the lock only bookkeeping happens: a delivery or failure is
 //! taken from its waiter's entry (so no other input can cancel or complete
 //! it), an establishment gets its abort switch, the input's events are
 //! taken into its outbox (`events::Outbox`). Event delivery, then filling
 //! the waiters' slots and waking them, spawning and closing happen after
-//! the lock is released (`Shared::perform`).
+//! the lock is released: steps 7 to 9 of the input cycle
+//! (`shared/cycle.rs`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, PoisonError};
@@ -42,8 +44,12 @@ pub(crate) type SharedSlot<C> = sync::Arc<Mutex<Slot<C>>>;
 /// A queued checkout's outcome on its way to its slot, named for what
 /// becomes of it (it fills that slot): decided under the pool's lock (its
 /// waiter is gone from `Inner::waiters` then), put in the slot once the
-/// lock is released and the input's events are out (`Shared::fill`).
+/// lock is released and the input's events are out (step 9 of the input
+/// cycle).
 pub(crate) type SlotFill<C> = (SharedSlot<C>, Result<Pooled<C>, CheckOutError>);
+
+/// A connection a check-in handed straight to a waiter, with its slot.
+pub(crate) type Handed<C> = (SharedSlot<C>, Pooled<C>);
 
 /// A new slot for a checkout that waits, holding `waker`.
 pub(crate) fn new_slot<C>(waker: &Waker) -> SharedSlot<C> {
@@ -65,7 +71,7 @@ pub(crate) struct Inner<C> {
     /// Slots of checkouts handed a connection, for the next that wait.
     pub(crate) spare_slots: SpareSlots<C>,
     /// Whether `waiters` was non-empty when the lock was last released, as
-    /// published to `Shared::waiting` (see `Locked`).
+    /// published to `Shared::waiting` (see `Shared::unlock`).
     pub(crate) waiting_published: bool,
     /// The abort switch of every connection being established.
     pub(crate) establishing: BTreeMap<ConnectionId, Arc<Abort>>,
@@ -79,8 +85,8 @@ pub(crate) struct Inner<C> {
 }
 
 /// What an input defers until the pool's lock is released: decided under
-/// the lock, in order, and carried out by `Shared::perform` after it
-/// (see the input cycle in `shared.rs`).
+/// the lock, in order, and carried out after it (steps 7 to 9 of the input
+/// cycle, `shared/cycle.rs`).
 ///
 /// Most inputs (a served checkout, a check-in) leave nothing, or one
 /// outcome for a waiting checkout (a check-in handing its connection to the
@@ -90,7 +96,7 @@ pub(crate) struct Deferred<'a, C> {
     /// The first outcome to put in its slot, when it is a connection (the
     /// common case: a check-in handing its connection to the oldest
     /// waiter), kept small; any other outcome goes to `rare`.
-    pub(crate) served: Option<(SharedSlot<C>, Pooled<C>)>,
+    pub(crate) served: Option<Handed<C>>,
     pub(crate) rare: Option<Box<RareDeferred<C>>>,
     pub(crate) interrupt: bool,
     pub(crate) rearm: bool,
@@ -325,7 +331,7 @@ impl<C> Inner<C> {
         now: Instant,
         connection: Pooled<C>,
         interrupts: &Interrupts,
-    ) -> Option<(SharedSlot<C>, Pooled<C>)> {
+    ) -> Option<Handed<C>> {
         interrupts.forget(connection.id());
         match self.core.handle_check_in_direct(now, connection) {
             // Pooled (or closed): the common check-in of a pool nobody
@@ -346,7 +352,7 @@ impl<C> Inner<C> {
     /// The waiter's slot for a connection the core handed it (see
     /// `check_in`). Out of line: only a busy pool's check-ins come here.
     #[inline(never)]
-    fn hand_over(&mut self, now: Instant, handed: HandOver<C>) -> Option<(SharedSlot<C>, Pooled<C>)> {
+    fn hand_over(&mut self, now: Instant, handed: HandOver<C>) -> Option<Handed<C>> {
         let HandOver { waiter, connection } = handed;
         match self.waiters.remove(&waiter) {
             Some(slot) => {
@@ -376,7 +382,7 @@ impl<C> Inner<C> {
 
     /// Whether the input just handled left no action (events aside): the
     /// common served checkout and check-in nobody waits for, which skip the
-    /// drain and the work after the lock (see `Shared::settle`).
+    /// drain and the work after the lock (the fast path of the input cycle).
     #[inline]
     pub(crate) fn left_no_action(&self) -> bool {
         !self.core.has_output()
