@@ -2,7 +2,6 @@
 //! v1.24.2 on its SQLite backend), and whether the tests that need them
 //! run.
 
-
 /// The server with authentication on: user `cmap`, password
 /// `cmap-secret`, in database `test` (`hello` and `ping` answer without
 /// authenticating too).
