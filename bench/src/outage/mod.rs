@@ -1062,16 +1062,12 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
             title: spike_title(*link),
             what: if link.connect.is_zero() && link.packet.is_zero() {
                 "Default options but maxPoolSize 50, minPoolSize 5 (deadpool has none); 1 s after `build`, 50 \
-                 requests at once, each holding its connection 150 ms. *connect*: the median `tokio-postgres` \
-                 connect through the proxy, measured just before; *p50/p99*: arrival to release (150 ms of it the \
-                 hold); *opened*: connects started by the burst; *build to minPoolSize*: until the 5th connect \
-                 finished; *over target*: that time minus the issue's target, (minPoolSize ÷ maxConnecting) × connect + \
-                 10 ms (maxConnecting 2), negative when met; *over paced target*: the same with whole rounds of \
-                 connects, ⌈minPoolSize ÷ maxConnecting⌉ × connect + 10 ms (5 connections, 2 at a time, take 3 \
-                 connects' time: the issue's formula counts 2.5); *paced model*: the best a pool that opens at most \
-                 maxConnecting (2) connections at a time can do here, computed from the measured connect time: \
-                 5 connections ready, a connect started the instant a slot frees while waiters outnumber the \
-                 connects in flight, each connection handed at once to the next waiter."
+                 requests at once, each holding its connection 150 ms. *connect*: the median connect through the \
+                 proxy; *p50/p99*: arrival to release; *opened*: connects started by the burst; *build to \
+                 minPoolSize*: until the 5th connect finished; *over target*: that minus (minPoolSize ÷ \
+                 maxConnecting) × connect + 10 ms, negative when met; *over paced target*: the same with whole \
+                 rounds, ⌈minPoolSize ÷ maxConnecting⌉ × connect + 10 ms; *paced model*: the best a pool opening 2 \
+                 connections at a time can do, from the measured connect time."
             } else if link.packet.is_zero() {
                 "The same, with the proxy's delay mode adding latency before each new connection is forwarded."
             } else {
