@@ -337,16 +337,7 @@ fn metrics_are_fed_from_the_pools_events() {
                 .unwrap()
         });
         let a = "address=metrics:5432";
-        let gauges = || {
-            [
-                "cmap_connections_idle",
-                "cmap_connections_in_use",
-                "cmap_connections_pending",
-                "cmap_connections_total",
-                "cmap_checkouts_waiting",
-            ]
-            .map(|name| rec.gauge(&format!("{name}{{{a}}}")).unwrap())
-        };
+        let gauges = || rec.pool_gauges("metrics:5432");
         let first = pool.get().await.unwrap();
         let mut second = pool.get().await.unwrap();
         assert_eq!(gauges(), [0.0, 2.0, 0.0, 2.0, 0.0]);

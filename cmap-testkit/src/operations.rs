@@ -311,16 +311,7 @@ pub async fn metrics_count_checkouts_through_the_facade<R: Runtime + Default, T:
         builder().max_pool_size(2).metrics(true).build(m.clone()).unwrap()
     });
     let a = "address=fake:27017";
-    let gauges = |rec: &crate::recorder::Recording| {
-        [
-            "cmap_connections_idle",
-            "cmap_connections_in_use",
-            "cmap_connections_pending",
-            "cmap_connections_total",
-            "cmap_checkouts_waiting",
-        ]
-        .map(|name| rec.gauge(&format!("{name}{{{a}}}")).unwrap())
-    };
+    let gauges = |rec: &crate::recorder::Recording| rec.pool_gauges("fake:27017");
     let first = pool.get().await.unwrap();
     let mut second = pool.get().await.unwrap();
     assert_eq!(gauges(&rec), [0.0, 2.0, 0.0, 2.0, 0.0]);

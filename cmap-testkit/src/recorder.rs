@@ -56,6 +56,22 @@ impl Recording {
             .map(|g| f64::from_bits(g.load(Ordering::Acquire)))
     }
 
+    /// A pool's five gauges, labelled `address=<address>`: idle, in use,
+    /// pending, total, waiting.
+    pub fn pool_gauges(&self, address: &str) -> [f64; 5] {
+        [
+            "cmap_connections_idle",
+            "cmap_connections_in_use",
+            "cmap_connections_pending",
+            "cmap_connections_total",
+            "cmap_checkouts_waiting",
+        ]
+        .map(|name| {
+            self.gauge(&format!("{name}{{address={address}}}"))
+                .unwrap_or_else(|| panic!("gauge {name} of {address} registered"))
+        })
+    }
+
     /// The samples of a histogram (empty if never registered).
     pub fn histogram(&self, key: &str) -> Vec<f64> {
         let store = self.0.lock().unwrap();
