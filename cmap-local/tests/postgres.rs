@@ -35,7 +35,9 @@ fn sessions_are_reused_rolled_back_and_shared_by_local_tasks() {
             .await
             .unwrap();
         drop(conn);
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        // The reset (a rollback) is a round trip: the session is back once
+        // it answered, and a checkout before that opens another.
+        cmap_testkit::rt::eventually_on_tokio("the session back", || pool.status().available == 1).await;
         let conn = pool.get().await.unwrap();
         assert_eq!(conn.backend_pid(), pid, "the session is reused");
         let row = conn

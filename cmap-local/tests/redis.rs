@@ -37,6 +37,9 @@ fn connections_are_reused_reset_and_shared_by_local_tasks() {
             .await
             .unwrap();
         drop(conn);
+        // The reset (`UNWATCH`) is a round trip: the connection is back
+        // once it answered, and a checkout before that opens another.
+        cmap_testkit::rt::eventually_on_tokio("the connection back", || pool.status().available == 1).await;
         let mut conn = pool.get().await.unwrap();
         let again: i64 = redis::cmd("CLIENT")
             .arg("ID")

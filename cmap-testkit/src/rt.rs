@@ -94,12 +94,30 @@ pub async fn timeout<F: Future>(rt: &impl Runtime, duration: Duration, future: F
 /// # Panics
 ///
 /// If `cond` is still false then.
-pub async fn eventually(rt: &impl Runtime, what: &str, mut cond: impl FnMut() -> bool) {
+pub async fn eventually(rt: &impl Runtime, what: &str, cond: impl FnMut() -> bool) {
+    poll_until(what, cond, || sleep(rt, Duration::from_millis(1))).await;
+}
+
+/// [`eventually`] on the current tokio runtime, for pools that are not
+/// cmap-async's (cmap-local's on a `LocalSet`).
+///
+/// # Panics
+///
+/// If `cond` is still false after two seconds.
+pub async fn eventually_on_tokio(what: &str, cond: impl FnMut() -> bool) {
+    poll_until(what, cond, || tokio::time::sleep(Duration::from_millis(1))).await;
+}
+
+async fn poll_until<F: std::future::Future>(
+    what: &str,
+    mut cond: impl FnMut() -> bool,
+    mut tick: impl FnMut() -> F,
+) {
     for _ in 0..2000 {
         if cond() {
             return;
         }
-        sleep(rt, Duration::from_millis(1)).await;
+        tick().await;
     }
     panic!("timed out waiting for: {what}");
 }
