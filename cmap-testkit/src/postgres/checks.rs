@@ -282,6 +282,11 @@ pub async fn killed_sessions_are_detected_replaced_and_cost_at_most_one_query_ea
                 while retrying.load(Ordering::SeqCst) > 0 && !stop.load(Ordering::SeqCst) {
                     sleep(&t2, Duration::from_millis(1)).await;
                 }
+                // Stopped while waiting: the wait above ended without the
+                // retries being over, so a kill now could meet one.
+                if stop.load(Ordering::SeqCst) {
+                    break;
+                }
                 let closed_before = closed.load(Ordering::SeqCst);
                 // Established sessions only: killing one while it connects
                 // is a failed connect, which clears the pool and backs off
