@@ -15,7 +15,7 @@ use cmap_core::{Pooled, SharedError, WaiterId};
 use crate::guard::PooledConnection;
 use crate::manager::ManageConnection;
 use crate::runtime::LocalRuntime;
-use crate::shared::{Outcome, Shared, Wait};
+use crate::shared::{Outcome, QueuedCheckOut, Shared, Wait};
 use crate::signal::Slot;
 
 /// A queued checkout; withdrawn if dropped before its outcome is taken.
@@ -38,17 +38,21 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
     /// One checkout through the core: served at once, or queued until its
     /// slot is filled (the core fails it at its deadline).
     async fn check_out_once(&self, now: Instant, wait: Wait) -> (Outcome<M::Connection>, Option<Instant>) {
-        let ((waiter, slot), deadline) = match self.check_out(now, wait) {
-            (Ok(conn), deadline) => return (Ok(conn), deadline),
-            (Err(queued), deadline) => (queued, deadline),
-        };
+        match self.check_out(now, wait) {
+            (Ok(conn), deadline) => (Ok(conn), deadline),
+            (Err(queued), deadline) => (self.queued(queued).await, deadline),
+        }
+    }
+
+    /// The outcome of a checkout the core queued, once its slot is filled.
+    async fn queued(&self, (waiter, slot): QueuedCheckOut<M::Connection>) -> Outcome<M::Connection> {
         let mut queued = Queued {
             pool: self,
             waiter,
             slot,
             done: false,
         };
-        let outcome = poll_fn(|cx| match queued.slot.take() {
+        poll_fn(|cx| match queued.slot.take() {
             Some(outcome) => {
                 queued.done = true;
                 Poll::Ready(outcome)
@@ -58,8 +62,7 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
                 Poll::Pending
             }
         })
-        .await;
-        (outcome, deadline)
+        .await
     }
 
     /// Checks every connection idle now with the manager's check, all
@@ -132,8 +135,12 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
     ) -> Result<PooledConnection<M, R>, GetError> {
         // One clock reading for the checkout and its deadline.
         let started = self.rt.now();
-        let (conn, deadline) = self.check_out_once(started, wait).await;
-        let mut conn: Pooled<M::Connection> = conn?;
+        // The common checkout, served at once, awaits nothing.
+        let (conn, deadline) = match self.check_out(started, wait) {
+            (Ok(conn), deadline) => (conn, deadline),
+            (Err(queued), deadline) => (self.queued(queued).await?, deadline),
+        };
+        let mut conn: Pooled<M::Connection> = conn;
         loop {
             let mut guard = PooledConnection::new(self.clone(), conn);
             if !M::CHECKS {

@@ -78,7 +78,7 @@ impl<M: ManageConnection, R: LocalRuntime> PooledConnection<M, R> {
     /// Whether a clear with `interrupt_in_use` interrupted it: its work
     /// should stop with a retryable error; it is closed when dropped.
     pub fn is_interrupted(&self) -> bool {
-        self.pool.interrupted.borrow().contains(&self.connection_id())
+        self.pool.is_interrupted(self.connection_id())
     }
 
     /// Takes the connection out of the pool for good (closed with reason
@@ -88,7 +88,7 @@ impl<M: ManageConnection, R: LocalRuntime> PooledConnection<M, R> {
         if self.tracked {
             self.pool.leak_returned(conn.id(), Back::Detached);
         }
-        self.pool.interrupted.borrow_mut().remove(&conn.id());
+        self.pool.forget_interrupted(conn.id());
         let detached = self.pool.input(|core, now| core.handle_detach(now, conn));
         match detached {
             Ok(raw) => raw,
@@ -141,7 +141,7 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
         if tracked {
             self.leak_returned(conn.id(), Back::CheckedIn);
         }
-        if self.interrupted.borrow().contains(&conn.id()) {
+        if self.is_interrupted(conn.id()) {
             self.check_in(conn);
             return;
         }

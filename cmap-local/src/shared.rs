@@ -30,14 +30,14 @@
 //! closed), so the work after the call (an input, a check-in) still runs
 //! and no slot is lost.
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, RefCell, RefMut};
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant};
 
 use cmap_async::{catch_panic, catch_panic_in, Hook};
 use cmap_core::{
-    Action, Address, CheckOutError, ConnectionId, EstablishError, HandOver, Output, Pooled, WaiterId,
+    Action, Address, CheckOutError, ConnectionId, EstablishError, HandOver, IdDeque, Output, Pooled, WaiterId,
 };
 
 use crate::events::Events;
@@ -69,8 +69,9 @@ pub(crate) struct Shared<M: ManageConnection, R> {
     pub(crate) rt: R,
     pub(crate) address: Address,
     pub(crate) timeouts: Timeouts,
-    /// Queued checkouts, by the core's waiter id.
-    pub(crate) waiters: RefCell<BTreeMap<WaiterId, WaiterSlot<M::Connection>>>,
+    /// Queued checkouts, by the core's waiter id (queued in id order and
+    /// served oldest first, as in the core's own wait queue).
+    pub(crate) waiters: RefCell<IdDeque<WaiterSlot<M::Connection>>>,
     /// Connections being established, and the switch that stops each.
     pub(crate) establishing: RefCell<BTreeMap<ConnectionId, Rc<Signal>>>,
     /// In-use connections the core interrupted (spec:
@@ -99,20 +100,14 @@ pub(crate) enum Wait {
     Until(Option<Instant>),
 }
 
-/// The actions of one input, performed once the core is released.
-type Actions<C> = Vec<Action<C>>;
-
 impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
     /// One input cycle (see the module docs).
     pub(crate) fn input<T>(&self, f: impl FnOnce(&mut Core<M::Connection>, Instant) -> T) -> T {
         let now = self.rt.now();
-        let (value, actions) = {
-            let mut core = self.core.borrow_mut();
-            core.set_events_enabled(self.events.wanted());
-            let value = f(&mut core, now);
-            (value, self.drain(&mut core))
-        };
-        self.perform(actions);
+        let mut core = self.core.borrow_mut();
+        core.set_events_enabled(self.events.wanted());
+        let value = f(&mut core, now);
+        self.settle(core);
         value
     }
 
@@ -120,45 +115,63 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
     /// at once, or queued with a slot of its own. Its deadline is `wait`'s,
     /// or the wait-queue timeout's from `now` (one clock reading for both).
     pub(crate) fn check_out(&self, now: Instant, wait: Wait) -> (CheckedOut<M::Connection>, Option<Instant>) {
-        let (result, deadline, actions) = {
-            let mut core = self.core.borrow_mut();
-            // Inputs reach the core in time order, and a deadline is never
-            // computed from an instant older than its clock.
-            let now = now.max(core.now());
-            let deadline = match wait {
-                Wait::QueueTimeout => core
-                    .options()
-                    .wait_queue_timeout()
-                    .and_then(|t| now.checked_add(t)),
-                Wait::For(timeout) => now.checked_add(timeout),
-                Wait::Until(deadline) => deadline,
-            };
-            core.set_events_enabled(self.events.wanted());
-            let result = match core.handle_check_out_direct(now, deadline) {
-                cmap_core::CheckOut::Ready(conn) => Ok(conn),
-                cmap_core::CheckOut::Later(id) => {
-                    let slot = Rc::new(Slot::new());
-                    self.waiters.borrow_mut().insert(id, slot.clone());
-                    Err((id, slot))
-                }
-            };
-            (result, deadline, self.drain(&mut core))
+        let mut core = self.core.borrow_mut();
+        // Inputs reach the core in time order, and a deadline is never
+        // computed from an instant older than its clock.
+        let now = now.max(core.now());
+        let deadline = match wait {
+            Wait::QueueTimeout => core
+                .options()
+                .wait_queue_timeout()
+                .and_then(|t| now.checked_add(t)),
+            Wait::For(timeout) => now.checked_add(timeout),
+            Wait::Until(deadline) => deadline,
         };
-        self.perform(actions);
+        core.set_events_enabled(self.events.wanted());
+        let result = match core.handle_check_out_direct(now, deadline) {
+            cmap_core::CheckOut::Ready(conn) => Ok(conn),
+            cmap_core::CheckOut::Later(id) => {
+                let slot = Rc::new(Slot::new());
+                self.waiters.borrow_mut().insert(id, slot.clone());
+                Err((id, slot))
+            }
+        };
+        self.settle(core);
         (result, deadline)
     }
 
-    /// Step 3: the outputs, under the borrow; bookkeeping only.
-    fn drain(&self, core: &mut Core<M::Connection>) -> Actions<M::Connection> {
+    /// Steps 3 to 5, once the input's call is made. Most inputs (a
+    /// checkout served at once, a check-in nobody waits for, events off)
+    /// leave no output: then only the timer and the recorder look.
+    #[inline(always)]
+    fn settle(&self, core: RefMut<'_, Core<M::Connection>>) {
+        if core.has_output() {
+            self.settle_outputs(core);
+        } else {
+            self.after_input(&core);
+        }
+    }
+
+    /// Steps 3 to 5 of an input that left outputs: drained under the
+    /// borrow (bookkeeping only), then delivered and performed.
+    #[inline(never)]
+    fn settle_outputs(&self, mut core: RefMut<'_, Core<M::Connection>>) {
         let mut actions = Vec::new();
-        // Most inputs (a checkout served at once, a check-in nobody waits
-        // for, events off) leave nothing.
-        while let Some(output) = core.has_output().then(|| core.poll_output()).flatten() {
+        while let Some(output) = core.poll_output() {
             match output {
                 Output::Event(event) => self.events.push(event),
                 Output::Action(action) => actions.push(action),
             }
         }
+        self.after_input(&core);
+        drop(core);
+        self.perform(actions);
+    }
+
+    /// After every input: the timer re-armed if the core's next deadline
+    /// moved earlier, and an incident the recorder found reported.
+    #[inline]
+    fn after_input(&self, core: &Core<M::Connection>) {
         let next = core.poll_timeout();
         if next.is_some_and(|next| self.armed.get().is_none_or(|armed| next < armed)) {
             self.armed.set(next);
@@ -168,11 +181,10 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
         if let Some(flight) = &self.flight {
             flight.check(core, &self.address);
         }
-        actions
     }
 
     /// Step 5: events first, then the actions, slots last.
-    fn perform(&self, actions: Actions<M::Connection>) {
+    fn perform(&self, actions: Vec<Action<M::Connection>>) {
         self.events.deliver();
         if actions.is_empty() {
             return;
@@ -219,7 +231,7 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
     /// output queue and the action list. Its slot is filled after the
     /// input's events, as any outcome.
     pub(crate) fn check_in(&self, conn: Pooled<M::Connection>) {
-        self.interrupted.borrow_mut().remove(&conn.id());
+        self.forget_interrupted(conn.id());
         let handed = self.input(|core, now| {
             // `Err` only for a connection of another pool: not possible,
             // a guard goes back to its own pool.
@@ -227,6 +239,20 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
         });
         if let Some(HandOver { waiter, connection }) = handed {
             self.fill(waiter, Ok(connection));
+        }
+    }
+
+    /// Whether a clear interrupted this in-use connection (most pools
+    /// have none interrupted: one look at the set).
+    pub(crate) fn is_interrupted(&self, id: ConnectionId) -> bool {
+        let interrupted = self.interrupted.borrow();
+        !interrupted.is_empty() && interrupted.contains(&id)
+    }
+
+    pub(crate) fn forget_interrupted(&self, id: ConnectionId) {
+        let mut interrupted = self.interrupted.borrow_mut();
+        if !interrupted.is_empty() {
+            interrupted.remove(&id);
         }
     }
 
