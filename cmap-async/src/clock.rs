@@ -109,23 +109,30 @@ mod imp {
 
     thread_local! {
         /// This thread's last conversion: the coarse clock moves once a
-        /// tick, so most readings convert to the instant just computed.
-        static LAST: Cell<Option<(Timespec, Instant)>> = const { Cell::new(None) };
+        /// tick, so most readings convert to the reading just computed.
+        static LAST: Cell<Option<(Timespec, CoarseNow)>> = const { Cell::new(None) };
     }
 
     #[inline]
     pub(super) fn now() -> CoarseNow {
-        let anchor = ANCHOR.get_or_init(Anchor::new);
         let ts = clock_gettime(ClockId::MonotonicCoarse);
-        let at = match LAST.get() {
-            Some((last, at)) if last == ts => at,
-            _ => {
-                let at = anchor.convert(ts);
-                LAST.set(Some((ts, at)));
-                at
-            }
+        // The usual reading: the same tick as the last one, one compare.
+        match LAST.get() {
+            Some((last, reading)) if last == ts => reading,
+            _ => convert(ts),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn convert(ts: Timespec) -> CoarseNow {
+        let anchor = ANCHOR.get_or_init(Anchor::new);
+        let reading = CoarseNow {
+            at: anchor.convert(ts),
+            lag: anchor.lag,
         };
-        CoarseNow { at, lag: anchor.lag }
+        LAST.set(Some((ts, reading)));
+        reading
     }
 }
 

@@ -68,6 +68,9 @@ impl Runtime for ThreadRuntime {
     }
 
     /// The system clock's coarse copy: `Sleep` sleeps on the system clock.
+    // Read on every input, from the pool's generic code in another
+    // crate: inlined there, a call's prologue is most of its cost.
+    #[inline]
     fn now_coarse(&self) -> CoarseNow {
         system_coarse_now()
     }

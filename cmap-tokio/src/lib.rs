@@ -101,10 +101,16 @@ impl Runtime for TokioRuntime {
         tokio::time::sleep_until(deadline.into())
     }
 
+    // Read on every input, from the pool's generic code in another
+    // crate: inlined there, a call's prologue is most of its cost.
+    #[inline]
     fn now(&self) -> Instant {
         tokio::time::Instant::now().into_std()
     }
 
+    // Read on every input, from the pool's generic code in another
+    // crate: inlined there, a call's prologue is most of its cost.
+    #[inline]
     fn now_coarse(&self) -> CoarseNow {
         if self.pausable {
             CoarseNow::exact(self.now())
