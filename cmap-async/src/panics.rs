@@ -35,6 +35,8 @@ pub enum Hook {
     EventCallback,
     /// A `tracing` subscriber recording one of the pool's log messages.
     Logging,
+    /// A connection's own `Drop`, run when the pool closes it.
+    Close,
 }
 
 impl Hook {
@@ -46,6 +48,7 @@ impl Hook {
             Hook::IsBroken => "the manager's is_broken",
             Hook::EventCallback => "an event callback",
             Hook::Logging => "a tracing subscriber",
+            Hook::Close => "a connection's drop",
         }
     }
 }

@@ -200,7 +200,11 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
                 }
                 // Dropping is closing; the spec asks that it not block,
                 // which a connection's drop on an async runtime does not.
-                Action::Close { connection, .. } => drop(connection),
+                // One that panics is counted and logged, and the input
+                // goes on.
+                Action::Close { connection, .. } => {
+                    let _ = catch_panic(&*self.events.panics, Hook::Close, || drop(connection));
+                }
                 Action::Interrupt { id } => {
                     self.interrupted.borrow_mut().insert(id);
                 }

@@ -365,3 +365,59 @@ fn metrics_are_fed_from_the_pools_events() {
         );
     });
 }
+
+/// Connections whose own `Drop` panics while their flag is up.
+struct Bombs(Rc<Cell<bool>>);
+
+struct Bomb(Rc<Cell<bool>>);
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        if self.0.get() && !std::thread::panicking() {
+            panic!("drop: boom");
+        }
+    }
+}
+
+impl ManageConnection for Bombs {
+    type Connection = Bomb;
+    type Error = std::io::Error;
+
+    fn connect(&self) -> impl Future<Output = Result<Bomb, std::io::Error>> {
+        std::future::ready(Ok(Bomb(self.0.clone())))
+    }
+
+    fn classify(&self, e: &std::io::Error) -> EstablishErrorKind {
+        EstablishErrorKind::of_io(e)
+    }
+}
+
+#[test]
+fn a_panicking_connection_drop_is_caught_and_the_pool_goes_on() {
+    let _ = notices();
+    local(|| async {
+        let armed = Rc::new(Cell::new(true));
+        let pool: Pool<Bombs, TokioLocal> = Pool::builder()
+            .address("bombs:5432")
+            .max_pool_size(2)
+            .build(Bombs(armed.clone()))
+            .unwrap();
+        let mut conn = pool.get().await.unwrap();
+        conn.mark_broken();
+        // Closed in the guard's drop: the panic stops there.
+        drop(conn);
+        assert_eq!(pool.stats().panics_caught, 1);
+        // Two idle ones closed in one input: both dropped, both counted.
+        let (a, b) = (pool.get().await.unwrap(), pool.get().await.unwrap());
+        drop((a, b));
+        pool.close();
+        let stats = pool.stats();
+        assert_eq!(
+            (stats.panics_caught, stats.connections_closed),
+            (3, 3),
+            "{stats:?}"
+        );
+        assert_eq!(panic_logs("drop: boom").len(), 3);
+        armed.set(false);
+    });
+}

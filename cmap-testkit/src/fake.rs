@@ -19,6 +19,8 @@ pub struct Conn {
     alive: Arc<AtomicI64>,
     /// The gate its drop waits at, if one was set when it was made.
     close_gate: Option<Arc<CloseGate>>,
+    /// Its drop panics (once it has counted itself dropped) while set.
+    drop_panics: Arc<AtomicBool>,
 }
 
 impl Drop for Conn {
@@ -27,6 +29,9 @@ impl Drop for Conn {
             gate.pass();
         }
         self.alive.fetch_sub(1, Ordering::SeqCst);
+        if self.drop_panics.load(Ordering::SeqCst) && !std::thread::panicking() {
+            panic!("drop panicked on purpose");
+        }
     }
 }
 
@@ -99,6 +104,8 @@ pub struct State {
     pub reset_panics: AtomicBool,
     /// `is_broken` panics while set.
     pub is_broken_panics: AtomicBool,
+    /// A connection's drop panics while set.
+    pub drop_panics: Arc<AtomicBool>,
     /// In load-balanced mode, how many services connections reach:
     /// connection `n` reaches service `n % services` (see
     /// [`service_of`](State::service_of)); 0: no service id.
@@ -143,6 +150,7 @@ impl State {
             broken: false,
             alive: self.alive.clone(),
             close_gate: self.close_gate.lock().unwrap().clone(),
+            drop_panics: self.drop_panics.clone(),
         })
     }
 

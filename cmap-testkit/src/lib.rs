@@ -150,6 +150,7 @@ macro_rules! pool_scenarios {
             a_panicking_reset_or_is_broken_closes_the_connection,
             a_hanging_reset_is_given_up_at_the_reset_timeout,
             a_guard_dropped_while_unwinding_is_closed_not_reset,
+            a_panicking_connection_drop_is_caught,
             resize_grows_and_shrinks_a_running_pool,
             close_gracefully_waits_for_connections_in_use_then_forces_the_rest,
             wait_ready_waits_for_the_minimum_and_names_the_cause,

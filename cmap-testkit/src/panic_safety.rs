@@ -223,6 +223,28 @@ pub async fn a_hanging_reset_is_given_up_at_the_reset_timeout<R: Runtime + Defau
     eventually(&t, "the first one closed", || m.alive() == 1).await;
 }
 
+/// A connection whose own `Drop` panics when the pool closes it: the panic
+/// is caught and counted, the connections closed with it are still
+/// dropped, and the pool serves on.
+pub async fn a_panicking_connection_drop_is_caught<R: Runtime + Default, T: Runtime + Default>() {
+    let (m, t) = (Fake::<R>::default(), T::default());
+    let pool = builder().max_pool_size(2).build(m.clone()).unwrap();
+    m.drop_panics.store(true, Ordering::SeqCst);
+    let mut broken = pool.get().await.unwrap();
+    broken.mark_broken();
+    drop(broken);
+    eventually(&t, "the broken one dropped", || m.alive() == 0).await;
+    eventually(&t, "its panic counted", || pool.stats().panics_caught == 1).await;
+    // Two idle ones closed in one input: both dropped, both counted.
+    let (a, b) = (pool.get().await.unwrap(), pool.get().await.unwrap());
+    assert_eq!((a.n, b.n), (2, 3), "the pool serves on");
+    drop((a, b));
+    pool.close();
+    eventually(&t, "both dropped", || m.alive() == 0).await;
+    eventually(&t, "their panics counted", || pool.stats().panics_caught == 3).await;
+    m.drop_panics.store(false, Ordering::SeqCst);
+}
+
 /// A guard dropped while its user's code unwinds from a panic is closed,
 /// not reset and pooled (whatever it was doing stopped halfway), and the
 /// pool serves on.

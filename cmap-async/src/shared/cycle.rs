@@ -71,6 +71,7 @@ use super::{Locked, Shared};
 use crate::clock::CoarseNow;
 use crate::events::Outbox;
 use crate::manager::ManageConnection;
+use crate::panics::Hook;
 use crate::runtime::Runtime;
 use crate::sync::atomic::Ordering;
 use crate::under_lock::{
@@ -337,8 +338,14 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
             }
             if !close.is_empty() {
                 // Off the caller's path: dropping may mean I/O (a goodbye
-                // message, a TLS close).
-                self.rt.spawn(async move { drop(close) });
+                // message, a TLS close). A drop that panics is counted and
+                // logged, and the others are still dropped.
+                let panics = self.events.panics.clone();
+                self.rt.spawn(async move {
+                    for connection in close {
+                        let _ = panics.call(Hook::Close, || drop(connection));
+                    }
+                });
             }
             for abort in abort {
                 abort.fire();
