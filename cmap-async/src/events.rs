@@ -38,7 +38,11 @@ use crate::panics::{Hook, Panics};
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{Mutex, MutexGuard};
 
-type Callback = Arc<dyn Fn(&Event) + Send + Sync>;
+/// A subscriber as delivery calls it: once per batch of events, oldest
+/// first. It catches a panic of user code itself, around each event that
+/// it hands on (see [`EventHub::on_event`]), so that it misses that event
+/// only.
+pub(crate) type Subscriber = Arc<dyn Fn(&[Event], &Panics) + Send + Sync>;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -76,8 +80,18 @@ fn this_thread() -> usize {
 /// delivery works on a snapshot without holding a lock.
 #[derive(Default, Clone)]
 struct Subscribers {
-    callbacks: Vec<(u64, Callback)>,
+    callbacks: Vec<(u64, Subscriber)>,
     streams: Vec<(u64, Arc<Channel>)>,
+}
+
+/// A callback of the user's as a subscriber: a panic in it misses the one
+/// event it was called with.
+pub(crate) fn subscriber(callback: impl Fn(&Event) + Send + Sync + 'static) -> Subscriber {
+    Arc::new(move |events: &[Event], panics: &Panics| {
+        for event in events {
+            let _ = panics.call(Hook::EventCallback, || callback(event));
+        }
+    })
 }
 
 impl Subscribers {
@@ -252,23 +266,22 @@ impl HeldTurn<'_> {
             turn.version = version;
         }
         let subs = &*turn.subscribers;
-        let log = logging::log_enabled();
         let panics = &*hub.panics;
-        // Delivered in place (an event is not moved out to be lent).
+        // Delivered in place (an event is not moved out to be lent), a
+        // batch at a time to each subscriber. A panic in user code is
+        // caught around each call: the others still get the event, and the
+        // input goes on to wake its waiters and check in its connections.
         let batch = Emptied(&mut turn.batch);
-        for event in batch.0.iter() {
-            // A panic in user code is caught around each call: the others
-            // still get the event, and the input goes on to wake its
-            // waiters and check in its connections.
-            if log {
+        if logging::log_enabled() {
+            for event in batch.0.iter() {
                 let _ = panics.call(Hook::Logging, || logging::log_event(event));
             }
-            for (_, callback) in &subs.callbacks {
-                let _ = panics.call(Hook::EventCallback, || callback(event));
-            }
-            for (_, channel) in &subs.streams {
-                channel.push(event.clone());
-            }
+        }
+        for (_, callback) in &subs.callbacks {
+            callback(batch.0, panics);
+        }
+        for (_, channel) in &subs.streams {
+            channel.push(batch.0);
         }
     }
 }
@@ -341,8 +354,15 @@ impl EventHub {
         id
     }
 
-    pub(crate) fn on_event(self: &Arc<Self>, callback: Callback) -> Subscription {
-        let id = self.subscribe(|s, id| s.callbacks.push((id, callback)));
+    pub(crate) fn on_event(
+        self: &Arc<Self>,
+        callback: impl Fn(&Event) + Send + Sync + 'static,
+    ) -> Subscription {
+        self.on_batch(subscriber(callback))
+    }
+
+    pub(crate) fn on_batch(self: &Arc<Self>, subscriber: Subscriber) -> Subscription {
+        let id = self.subscribe(|s, id| s.callbacks.push((id, subscriber)));
         Subscription {
             hub: Arc::downgrade(self),
             id,
@@ -420,10 +440,10 @@ struct Channel {
 }
 
 impl Channel {
-    fn push(&self, event: Event) {
+    fn push(&self, events: &[Event]) {
         let waker = {
             let mut state = lock(&self.state);
-            state.events.push_back(event);
+            state.events.extend(events.iter().cloned());
             state.waker.take()
         };
         if let Some(waker) = waker {
@@ -531,11 +551,11 @@ mod tests {
         let hub = Arc::new(EventHub::default());
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = seen.clone();
-        let _ = hub.on_event(Arc::new(move |e: &Event| {
+        let _ = hub.on_event(move |e: &Event| {
             let id = e.connection_id().unwrap().0;
             log.lock().unwrap().push(id);
             assert_ne!(Some(id), panic_on, "a callback that panics");
-        }));
+        });
         (hub, seen)
     }
 
@@ -567,9 +587,7 @@ mod tests {
         let (hub, seen) = recording(Some(2));
         let others = Arc::new(Mutex::new(Vec::new()));
         let log = others.clone();
-        let _ = hub.on_event(Arc::new(move |e: &Event| {
-            log.lock().unwrap().push(e.connection_id().unwrap().0)
-        }));
+        let _ = hub.on_event(move |e: &Event| log.lock().unwrap().push(e.connection_id().unwrap().0));
         let mut outbox = Outbox::default();
         for id in 1..=3 {
             outbox.push(&hub, checked_in(id));

@@ -120,9 +120,8 @@ impl Inputs {
         let hub = Arc::new(EventHub::default());
         let delivered = Arc::new(StdMutex::new(Vec::new()));
         let log = delivered.clone();
-        let _ = hub.on_event(Arc::new(move |e: &Event| {
-            lock(&log).push(e.connection_id().expect("a connection's event").0)
-        }));
+        let _ = hub
+            .on_event(move |e: &Event| lock(&log).push(e.connection_id().expect("a connection's event").0));
         Arc::new(Inputs {
             hub,
             pool: loom::sync::Mutex::new(Vec::new()),
@@ -212,7 +211,7 @@ fn delivery_turn_callback_input() {
         let first_thread = Arc::new(StdMutex::new(None));
         let on_first = first_thread.clone();
         let nested = reached.clone();
-        let _ = inputs.hub.on_event(Arc::new(move |e: &Event| {
+        let _ = inputs.hub.on_event(move |e: &Event| {
             if e.connection_id() == Some(ConnectionId(10)) {
                 if let Some(inputs) = weak.upgrade() {
                     assert!(inputs.input(9, 1), "the turn is this thread's");
@@ -220,7 +219,7 @@ fn delivery_turn_callback_input() {
                     nested.saw(OUTCOMES[usize::from(!own)]);
                 }
             }
-        }));
+        });
         let other = {
             let inputs = inputs.clone();
             let reached = reached.clone();
