@@ -29,6 +29,7 @@
 //! | `cmap_connection_use_seconds` | histogram | from checked out to checked in |
 //! | `cmap_connection_connect_seconds` | histogram | from created to ready (establishment) |
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use cmap_core::{Address, CheckOutFailedReason, Event, Status};
@@ -72,6 +73,9 @@ pub struct Metrics {
     wait: Histogram,
     usage: Histogram,
     connect: Histogram,
+    /// The five gauges' values as last set (`usize::MAX`: never), so that
+    /// only those that changed are set again.
+    last: [AtomicUsize; 5],
 }
 
 fn describe() {
@@ -138,6 +142,7 @@ impl Metrics {
             usage: metrics::histogram!("cmap_connection_use_seconds", "address" => a.clone()),
             connect: metrics::histogram!("cmap_connection_connect_seconds", "address" => a.clone()),
             address: a,
+            last: std::array::from_fn(|_| AtomicUsize::new(usize::MAX)),
         }
     }
 
@@ -184,15 +189,20 @@ impl Metrics {
         }
     }
 
-    /// Sets the gauges from `status` (`None`: the pool is gone).
+    /// Sets the gauges that changed from `status` (`None`: the pool is
+    /// gone).
     fn gauges(&self, status: Option<Status>) {
-        if let Some(s) = status {
-            self.idle.set(s.available as f64);
-            self.in_use.set(s.in_use as f64);
-            self.pending.set(s.pending as f64);
-            self.total.set(s.total as f64);
-            self.waiting.set(s.waiting as f64);
-        }
+        let Some(s) = status else { return };
+        let set = |last: &AtomicUsize, gauge: &Gauge, value: usize| {
+            if last.swap(value, Ordering::Relaxed) != value {
+                gauge.set(value as f64);
+            }
+        };
+        set(&self.last[0], &self.idle, s.available);
+        set(&self.last[1], &self.in_use, s.in_use);
+        set(&self.last[2], &self.pending, s.pending);
+        set(&self.last[3], &self.total, s.total);
+        set(&self.last[4], &self.waiting, s.waiting);
     }
 }
 
