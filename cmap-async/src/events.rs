@@ -38,10 +38,8 @@ use crate::panics::{Hook, Panics};
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{Mutex, MutexGuard};
 
-/// A subscriber as delivery calls it: once per batch of events, oldest
-/// first. It catches a panic of user code itself, around each event that
-/// it hands on (see [`EventHub::on_event`]), so that it misses that event
-/// only.
+/// A subscriber, called once per batch of events, oldest first; it catches
+/// a panic of user code itself (see [`subscriber`]).
 pub(crate) type Subscriber = Arc<dyn Fn(&[Event], &Panics) + Send + Sync>;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -76,13 +74,9 @@ fn this_thread() -> usize {
     MARK.with(|mark| *mark)
 }
 
-/// The subscribers, replaced as a whole when one comes or goes, so a
-/// delivery works on a snapshot without holding a lock.
-#[derive(Default, Clone)]
-struct Subscribers {
-    callbacks: Vec<(u64, Subscriber)>,
-    streams: Vec<(u64, Arc<Channel>)>,
-}
+/// The subscribers (callbacks and streams) by id, replaced as a whole when
+/// one comes or goes, so a delivery works on a snapshot without a lock.
+type Subscribers = Vec<(u64, Subscriber)>;
 
 /// A callback of the user's as a subscriber: a panic in it misses the one
 /// event it was called with.
@@ -92,12 +86,6 @@ pub(crate) fn subscriber(callback: impl Fn(&Event) + Send + Sync + 'static) -> S
             let _ = panics.call(Hook::EventCallback, || callback(event));
         }
     })
-}
-
-impl Subscribers {
-    fn is_empty(&self) -> bool {
-        self.callbacks.is_empty() && self.streams.is_empty()
-    }
 }
 
 /// What the thread delivering keeps from one delivery to the next, so a
@@ -267,21 +255,17 @@ impl HeldTurn<'_> {
         }
         let subs = &*turn.subscribers;
         let panics = &*hub.panics;
-        // Delivered in place (an event is not moved out to be lent), a
-        // batch at a time to each subscriber. A panic in user code is
-        // caught around each call: the others still get the event, and the
-        // input goes on to wake its waiters and check in its connections.
+        // Delivered in place, a batch at a time to each subscriber. A panic
+        // in user code is caught around each call: the others still get the
+        // event, and the input goes on to wake its waiters and check in.
         let batch = Emptied(&mut turn.batch);
         if logging::log_enabled() {
             for event in batch.0.iter() {
                 let _ = panics.call(Hook::Logging, || logging::log_event(event));
             }
         }
-        for (_, callback) in &subs.callbacks {
-            callback(batch.0, panics);
-        }
-        for (_, channel) in &subs.streams {
-            channel.push(batch.0);
+        for (_, subscriber) in subs {
+            subscriber(batch.0, panics);
         }
     }
 }
@@ -343,26 +327,14 @@ impl EventHub {
         self.hold(lock(&self.turn)).deliver();
     }
 
-    fn subscribe(&self, change: impl FnOnce(&mut Subscribers, u64)) -> u64 {
+    pub(crate) fn on_batch(self: &Arc<Self>, subscriber: Subscriber) -> Subscription {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         {
             let mut subs = lock(&self.subscribers);
-            change(Arc::make_mut(&mut subs), id);
+            Arc::make_mut(&mut subs).push((id, subscriber));
             self.version.fetch_add(1, Ordering::SeqCst);
         }
         self.refresh();
-        id
-    }
-
-    pub(crate) fn on_event(
-        self: &Arc<Self>,
-        callback: impl Fn(&Event) + Send + Sync + 'static,
-    ) -> Subscription {
-        self.on_batch(subscriber(callback))
-    }
-
-    pub(crate) fn on_batch(self: &Arc<Self>, subscriber: Subscriber) -> Subscription {
-        let id = self.subscribe(|s, id| s.callbacks.push((id, subscriber)));
         Subscription {
             hub: Arc::downgrade(self),
             id,
@@ -371,32 +343,29 @@ impl EventHub {
 
     pub(crate) fn stream(self: &Arc<Self>) -> EventStream {
         let channel = Arc::new(Channel::default());
-        let id = self.subscribe(|s, id| s.streams.push((id, channel.clone())));
-        EventStream {
-            channel,
-            hub: Arc::downgrade(self),
-            id,
-        }
+        let sender = Sender(channel.clone());
+        let Subscription { hub, id } = self.on_batch(Arc::new(move |events: &[Event], _: &Panics| {
+            sender.0.push(events)
+        }));
+        EventStream { channel, hub, id }
     }
 
     fn unsubscribe(&self, id: u64) {
         {
-            let mut subs = lock(&self.subscribers);
-            let subs = Arc::make_mut(&mut subs);
-            subs.callbacks.retain(|(i, _)| *i != id);
-            subs.streams.retain(|(i, _)| *i != id);
+            Arc::make_mut(&mut lock(&self.subscribers)).retain(|(i, _)| *i != id);
             self.version.fetch_add(1, Ordering::SeqCst);
         }
         self.refresh();
     }
 }
 
-impl Drop for EventHub {
+/// A stream's channel as its subscriber holds it: dropped with the pool's
+/// subscribers (the pool is gone), it ends the stream.
+struct Sender(Arc<Channel>);
+
+impl Drop for Sender {
     fn drop(&mut self) {
-        // The pool is gone: its streams end.
-        for (_, channel) in &lock(&self.subscribers).streams {
-            channel.close();
-        }
+        self.0.close();
     }
 }
 
@@ -551,11 +520,11 @@ mod tests {
         let hub = Arc::new(EventHub::default());
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = seen.clone();
-        let _ = hub.on_event(move |e: &Event| {
+        let _ = hub.on_batch(subscriber(move |e: &Event| {
             let id = e.connection_id().unwrap().0;
             log.lock().unwrap().push(id);
             assert_ne!(Some(id), panic_on, "a callback that panics");
-        });
+        }));
         (hub, seen)
     }
 
@@ -587,7 +556,9 @@ mod tests {
         let (hub, seen) = recording(Some(2));
         let others = Arc::new(Mutex::new(Vec::new()));
         let log = others.clone();
-        let _ = hub.on_event(move |e: &Event| log.lock().unwrap().push(e.connection_id().unwrap().0));
+        let _ = hub.on_batch(subscriber(move |e: &Event| {
+            log.lock().unwrap().push(e.connection_id().unwrap().0)
+        }));
         let mut outbox = Outbox::default();
         for id in 1..=3 {
             outbox.push(&hub, checked_in(id));

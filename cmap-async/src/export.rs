@@ -29,7 +29,6 @@
 //! | `cmap_connection_use_seconds` | histogram | from checked out to checked in |
 //! | `cmap_connection_connect_seconds` | histogram | from created to ready (establishment) |
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use cmap_core::{Address, CheckOutFailedReason, Event, Status};
@@ -73,9 +72,6 @@ pub struct Metrics {
     wait: Histogram,
     usage: Histogram,
     connect: Histogram,
-    /// The five gauges' values as last set (`usize::MAX`: never), so that
-    /// only those that changed are set again.
-    last: [AtomicUsize; 5],
 }
 
 fn describe() {
@@ -142,7 +138,6 @@ impl Metrics {
             usage: metrics::histogram!("cmap_connection_use_seconds", "address" => a.clone()),
             connect: metrics::histogram!("cmap_connection_connect_seconds", "address" => a.clone()),
             address: a,
-            last: std::array::from_fn(|_| AtomicUsize::new(usize::MAX)),
         }
     }
 
@@ -157,15 +152,8 @@ impl Metrics {
         }
     }
 
-    /// Counts `event`, then sets the gauges from `status` (the pool's,
-    /// read after the event; `None` once the pool is gone).
-    pub fn record(&self, event: &Event, status: impl FnOnce() -> Option<Status>) {
-        self.count(event);
-        self.gauges(status());
-    }
-
     /// Counts `event` (the counters and histograms).
-    fn count(&self, event: &Event) {
+    pub fn count(&self, event: &Event) {
         match event {
             Event::ConnectionReady { duration, .. } => {
                 self.opened.increment(1);
@@ -189,28 +177,22 @@ impl Metrics {
         }
     }
 
-    /// Sets the gauges that changed from `status` (`None`: the pool is
-    /// gone).
-    fn gauges(&self, status: Option<Status>) {
-        let Some(s) = status else { return };
-        let set = |last: &AtomicUsize, gauge: &Gauge, value: usize| {
-            if last.swap(value, Ordering::Relaxed) != value {
-                gauge.set(value as f64);
-            }
-        };
-        set(&self.last[0], &self.idle, s.available);
-        set(&self.last[1], &self.in_use, s.in_use);
-        set(&self.last[2], &self.pending, s.pending);
-        set(&self.last[3], &self.total, s.total);
-        set(&self.last[4], &self.waiting, s.waiting);
+    /// Sets the gauges from `status`, the pool's, read after the events
+    /// counted (`None`: the pool is gone).
+    pub fn gauges(&self, status: Option<Status>) {
+        if let Some(s) = status {
+            self.idle.set(s.available as f64);
+            self.in_use.set(s.in_use as f64);
+            self.pending.set(s.pending as f64);
+            self.total.set(s.total as f64);
+            self.waiting.set(s.waiting as f64);
+        }
     }
 }
 
 /// Subscribes the pool's metrics to its events (at build, before the pool
-/// is marked ready, so the first events count): each event counted, then
-/// the gauges set once per batch of events delivered (one input's, or
-/// those queued while another thread delivered), from the pool's status
-/// read after them.
+/// is marked ready, so the first events count); the gauges are set once per
+/// batch delivered.
 pub(crate) fn subscribe<M: ManageConnection, R: Runtime>(shared: &Arc<Shared<M, R>>) {
     let metrics = Metrics::new(&shared.address);
     // Weakly: the subscription lives in the pool.
