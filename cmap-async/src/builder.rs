@@ -6,10 +6,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cmap_core::{Address, Event, Reconnect};
+use cmap_core::{Address, Reconnect};
 
 use crate::error::BuildError;
-use crate::events::EventHub;
+use crate::events::{EventHub, Subscriber};
 use crate::leak::{self, Leaks};
 use crate::manager::ManageConnection;
 use crate::pool::Pool;
@@ -111,8 +111,6 @@ impl ToAddress for SocketAddr {
     }
 }
 
-type Callback = Arc<dyn Fn(&Event) + Send + Sync>;
-
 /// Builds a [`Pool`].
 ///
 /// Defaults: the core's options (the spec's: maxPoolSize 100, minPoolSize
@@ -154,7 +152,7 @@ type Callback = Arc<dyn Fn(&Event) + Send + Sync>;
 #[must_use = "a builder does nothing until `build`"]
 pub struct PoolBuilder<M, R> {
     settings: Settings,
-    callbacks: Vec<Callback>,
+    callbacks: Vec<Subscriber>,
     _types: PhantomData<fn() -> (M, R)>,
 }
 
@@ -243,7 +241,7 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
         let hub = Arc::new(EventHub::default());
         for callback in self.callbacks {
             // Dropping the handle keeps the callback.
-            let _ = hub.on_event(callback);
+            let _ = hub.on_batch(callback);
         }
         hub.refresh();
         // Spec: the pool is created paused and emits ConnectionPoolCreated.

@@ -38,7 +38,9 @@ use crate::panics::{Hook, Panics};
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{Mutex, MutexGuard};
 
-type Callback = Arc<dyn Fn(&Event) + Send + Sync>;
+/// A subscriber, called once per batch of events, oldest first; it catches
+/// a panic of user code itself (see [`subscriber`]).
+pub(crate) type Subscriber = Arc<dyn Fn(&[Event], &Panics) + Send + Sync>;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -72,18 +74,18 @@ fn this_thread() -> usize {
     MARK.with(|mark| *mark)
 }
 
-/// The subscribers, replaced as a whole when one comes or goes, so a
-/// delivery works on a snapshot without holding a lock.
-#[derive(Default, Clone)]
-struct Subscribers {
-    callbacks: Vec<(u64, Callback)>,
-    streams: Vec<(u64, Arc<Channel>)>,
-}
+/// The subscribers (callbacks and streams) by id, replaced as a whole when
+/// one comes or goes, so a delivery works on a snapshot without a lock.
+type Subscribers = Vec<(u64, Subscriber)>;
 
-impl Subscribers {
-    fn is_empty(&self) -> bool {
-        self.callbacks.is_empty() && self.streams.is_empty()
-    }
+/// A callback of the user's as a subscriber: a panic in it misses the one
+/// event it was called with.
+pub(crate) fn subscriber(callback: impl Fn(&Event) + Send + Sync + 'static) -> Subscriber {
+    Arc::new(move |events: &[Event], panics: &Panics| {
+        for event in events {
+            let _ = panics.call(Hook::EventCallback, || callback(event));
+        }
+    })
 }
 
 /// What the thread delivering keeps from one delivery to the next, so a
@@ -252,23 +254,18 @@ impl HeldTurn<'_> {
             turn.version = version;
         }
         let subs = &*turn.subscribers;
-        let log = logging::log_enabled();
         let panics = &*hub.panics;
-        // Delivered in place (an event is not moved out to be lent).
+        // Delivered in place, a batch at a time to each subscriber. A panic
+        // in user code is caught around each call: the others still get the
+        // event, and the input goes on to wake its waiters and check in.
         let batch = Emptied(&mut turn.batch);
-        for event in batch.0.iter() {
-            // A panic in user code is caught around each call: the others
-            // still get the event, and the input goes on to wake its
-            // waiters and check in its connections.
-            if log {
+        if logging::log_enabled() {
+            for event in batch.0.iter() {
                 let _ = panics.call(Hook::Logging, || logging::log_event(event));
             }
-            for (_, callback) in &subs.callbacks {
-                let _ = panics.call(Hook::EventCallback, || callback(event));
-            }
-            for (_, channel) in &subs.streams {
-                channel.push(event.clone());
-            }
+        }
+        for (_, subscriber) in subs {
+            subscriber(batch.0, panics);
         }
     }
 }
@@ -330,19 +327,14 @@ impl EventHub {
         self.hold(lock(&self.turn)).deliver();
     }
 
-    fn subscribe(&self, change: impl FnOnce(&mut Subscribers, u64)) -> u64 {
+    pub(crate) fn on_batch(self: &Arc<Self>, subscriber: Subscriber) -> Subscription {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         {
             let mut subs = lock(&self.subscribers);
-            change(Arc::make_mut(&mut subs), id);
+            Arc::make_mut(&mut subs).push((id, subscriber));
             self.version.fetch_add(1, Ordering::SeqCst);
         }
         self.refresh();
-        id
-    }
-
-    pub(crate) fn on_event(self: &Arc<Self>, callback: Callback) -> Subscription {
-        let id = self.subscribe(|s, id| s.callbacks.push((id, callback)));
         Subscription {
             hub: Arc::downgrade(self),
             id,
@@ -351,32 +343,29 @@ impl EventHub {
 
     pub(crate) fn stream(self: &Arc<Self>) -> EventStream {
         let channel = Arc::new(Channel::default());
-        let id = self.subscribe(|s, id| s.streams.push((id, channel.clone())));
-        EventStream {
-            channel,
-            hub: Arc::downgrade(self),
-            id,
-        }
+        let sender = Sender(channel.clone());
+        let Subscription { hub, id } = self.on_batch(Arc::new(move |events: &[Event], _: &Panics| {
+            sender.0.push(events)
+        }));
+        EventStream { channel, hub, id }
     }
 
     fn unsubscribe(&self, id: u64) {
         {
-            let mut subs = lock(&self.subscribers);
-            let subs = Arc::make_mut(&mut subs);
-            subs.callbacks.retain(|(i, _)| *i != id);
-            subs.streams.retain(|(i, _)| *i != id);
+            Arc::make_mut(&mut lock(&self.subscribers)).retain(|(i, _)| *i != id);
             self.version.fetch_add(1, Ordering::SeqCst);
         }
         self.refresh();
     }
 }
 
-impl Drop for EventHub {
+/// A stream's channel as its subscriber holds it: dropped with the pool's
+/// subscribers (the pool is gone), it ends the stream.
+struct Sender(Arc<Channel>);
+
+impl Drop for Sender {
     fn drop(&mut self) {
-        // The pool is gone: its streams end.
-        for (_, channel) in &lock(&self.subscribers).streams {
-            channel.close();
-        }
+        self.0.close();
     }
 }
 
@@ -420,10 +409,10 @@ struct Channel {
 }
 
 impl Channel {
-    fn push(&self, event: Event) {
+    fn push(&self, events: &[Event]) {
         let waker = {
             let mut state = lock(&self.state);
-            state.events.push_back(event);
+            state.events.extend(events.iter().cloned());
             state.waker.take()
         };
         if let Some(waker) = waker {
@@ -531,7 +520,7 @@ mod tests {
         let hub = Arc::new(EventHub::default());
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = seen.clone();
-        let _ = hub.on_event(Arc::new(move |e: &Event| {
+        let _ = hub.on_batch(subscriber(move |e: &Event| {
             let id = e.connection_id().unwrap().0;
             log.lock().unwrap().push(id);
             assert_ne!(Some(id), panic_on, "a callback that panics");
@@ -567,7 +556,7 @@ mod tests {
         let (hub, seen) = recording(Some(2));
         let others = Arc::new(Mutex::new(Vec::new()));
         let log = others.clone();
-        let _ = hub.on_event(Arc::new(move |e: &Event| {
+        let _ = hub.on_batch(subscriber(move |e: &Event| {
             log.lock().unwrap().push(e.connection_id().unwrap().0)
         }));
         let mut outbox = Outbox::default();

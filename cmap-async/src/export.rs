@@ -35,6 +35,7 @@ use cmap_core::{Address, CheckOutFailedReason, Event, Status};
 use metrics::{Counter, Gauge, Histogram, Unit};
 
 use crate::manager::ManageConnection;
+use crate::panics::{Hook, Panics};
 use crate::runtime::Runtime;
 use crate::shared::Shared;
 
@@ -151,9 +152,8 @@ impl Metrics {
         }
     }
 
-    /// Counts `event`, then sets the gauges from `status` (the pool's,
-    /// read after the event; `None` once the pool is gone).
-    pub fn record(&self, event: &Event, status: impl FnOnce() -> Option<Status>) {
+    /// Counts `event` (the counters and histograms).
+    pub fn count(&self, event: &Event) {
         match event {
             Event::ConnectionReady { duration, .. } => {
                 self.opened.increment(1);
@@ -175,7 +175,12 @@ impl Metrics {
             }
             _ => {}
         }
-        if let Some(s) = status() {
+    }
+
+    /// Sets the gauges from `status`, the pool's, read after the events
+    /// counted (`None`: the pool is gone).
+    pub fn gauges(&self, status: Option<Status>) {
+        if let Some(s) = status {
             self.idle.set(s.available as f64);
             self.in_use.set(s.in_use as f64);
             self.pending.set(s.pending as f64);
@@ -186,14 +191,21 @@ impl Metrics {
 }
 
 /// Subscribes the pool's metrics to its events (at build, before the pool
-/// is marked ready, so the first events count).
+/// is marked ready, so the first events count); the gauges are set once per
+/// batch delivered.
 pub(crate) fn subscribe<M: ManageConnection, R: Runtime>(shared: &Arc<Shared<M, R>>) {
     let metrics = Metrics::new(&shared.address);
     // Weakly: the subscription lives in the pool.
     let pool = Arc::downgrade(shared);
-    let _ = shared.events.on_event(Arc::new(move |event: &Event| {
-        metrics.record(event, || pool.upgrade().map(|p| p.lock().core.status()));
-    }));
+    let _ = shared
+        .events
+        .on_batch(Arc::new(move |events: &[Event], panics: &Panics| {
+            for event in events {
+                let _ = panics.call(Hook::EventCallback, || metrics.count(event));
+            }
+            let status = pool.upgrade().map(|p| p.lock().core.status());
+            let _ = panics.call(Hook::EventCallback, || metrics.gauges(status));
+        }));
 }
 
 #[cfg(test)]

@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 use cmap_core::{Address, ConnectionId, EstablishErrorKind, Event, Status};
 use loom::thread;
 
-use crate::events::{EventHub, Outbox};
+use crate::events::{subscriber, EventHub, Outbox};
 use crate::{GetError, ManageConnection, Pool, PooledConnection, Runtime};
 
 fn lock<T>(m: &StdMutex<T>) -> StdMutexGuard<'_, T> {
@@ -120,7 +120,7 @@ impl Inputs {
         let hub = Arc::new(EventHub::default());
         let delivered = Arc::new(StdMutex::new(Vec::new()));
         let log = delivered.clone();
-        let _ = hub.on_event(Arc::new(move |e: &Event| {
+        let _ = hub.on_batch(subscriber(move |e: &Event| {
             lock(&log).push(e.connection_id().expect("a connection's event").0)
         }));
         Arc::new(Inputs {
@@ -212,7 +212,7 @@ fn delivery_turn_callback_input() {
         let first_thread = Arc::new(StdMutex::new(None));
         let on_first = first_thread.clone();
         let nested = reached.clone();
-        let _ = inputs.hub.on_event(Arc::new(move |e: &Event| {
+        let _ = inputs.hub.on_batch(subscriber(move |e: &Event| {
             if e.connection_id() == Some(ConnectionId(10)) {
                 if let Some(inputs) = weak.upgrade() {
                     assert!(inputs.input(9, 1), "the turn is this thread's");

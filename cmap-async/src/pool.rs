@@ -468,7 +468,7 @@ impl<M: ManageConnection, R: Runtime> Pool<M, R> {
     /// # }
     /// ```
     pub fn on_event(&self, callback: impl Fn(&Event) + Send + Sync + 'static) -> Subscription {
-        self.shared.events.on_event(Arc::new(callback))
+        self.shared.events.on_batch(crate::events::subscriber(callback))
     }
 
     /// Every event from now on, as a stream (see [`EventStream`]).

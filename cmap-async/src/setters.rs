@@ -409,7 +409,7 @@ macro_rules! __pool_builder_setters {
             /// Subscribes a callback before the pool exists, so it sees the
             /// `ConnectionPoolCreated` and `ConnectionPoolReady` events too.
             on_event(self, callback: impl Fn(&$crate::Event) + Send + Sync + 'static) {
-                self.callbacks.push(::std::sync::Arc::new(callback));
+                self.callbacks.push($crate::events::subscriber(callback));
             }
         }
     };

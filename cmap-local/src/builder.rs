@@ -148,11 +148,11 @@ impl<M: ManageConnection, R: LocalRuntime> PoolBuilder<M, R> {
             // as the subscription lives in the pool.
             let pool = Rc::downgrade(&shared);
             let _ = shared.events.subscribe(Rc::new(move |event: &Event| {
-                let status = || {
+                metrics.count(event);
+                metrics.gauges(
                     pool.upgrade()
-                        .and_then(|p| p.core.try_borrow().ok().map(|c| c.status()))
-                };
-                metrics.record(event, status);
+                        .and_then(|p| p.core.try_borrow().ok().map(|c| c.status())),
+                );
             }));
         }
         let start_paused = self.settings.start_paused;
