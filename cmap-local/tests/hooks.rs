@@ -114,11 +114,7 @@ type HookPool = Pool<Hooks, TokioLocal>;
 
 /// Runs `f` on a current-thread runtime inside a `LocalSet`.
 fn local<F: Future<Output = ()>>(f: impl FnOnce() -> F) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap();
-    tokio::task::LocalSet::new().block_on(&rt, f());
+    cmap_testkit::rt::on_local_set(f());
 }
 
 fn pool(hooks: &Hooks, host: &str) -> HookPool {

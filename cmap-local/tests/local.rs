@@ -45,11 +45,7 @@ fn manager(delay_ms: u64) -> Local {
 
 /// Runs `f` on a current-thread runtime inside a `LocalSet`.
 fn local<F: Future<Output = ()>>(f: impl FnOnce() -> F) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap();
-    tokio::task::LocalSet::new().block_on(&rt, f());
+    cmap_testkit::rt::on_local_set(f());
 }
 
 type LocalPool = Pool<Local, TokioLocal>;

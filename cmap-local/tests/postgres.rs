@@ -15,11 +15,7 @@ fn sessions_are_reused_rolled_back_and_shared_by_local_tasks() {
     ) {
         return;
     }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    tokio::task::LocalSet::new().block_on(&rt, async {
+    cmap_testkit::rt::on_local_set(async {
         let config = "host=127.0.0.1 user=postgres dbname=test".parse().unwrap();
         let manager = PgManager::new(config, NoTls);
         let pool: Pool<_, TokioLocal> = Pool::builder()

@@ -16,11 +16,7 @@ fn connections_are_reused_reset_and_shared_by_local_tasks() {
     if !cmap_testkit::gate::redis_tests("connections_are_reused_reset_and_shared_by_local_tasks") {
         return;
     }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    tokio::task::LocalSet::new().block_on(&rt, async {
+    cmap_testkit::rt::on_local_set(async {
         let manager = RedisManager::new(URL).unwrap().reset_with(redis::cmd("UNWATCH"));
         let pool: Pool<_, TokioLocal> = Pool::builder()
             .address(manager.address())

@@ -98,6 +98,16 @@ pub async fn eventually(rt: &impl Runtime, what: &str, cond: impl FnMut() -> boo
     poll_until(what, cond, || sleep(rt, Duration::from_millis(1))).await;
 }
 
+/// Runs `future` to completion inside a `LocalSet` on a current-thread
+/// tokio runtime (I/O and timers on): where cmap-local's pools live.
+pub fn on_local_set<F: Future>(future: F) -> F::Output {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a current-thread runtime");
+    tokio::task::LocalSet::new().block_on(&rt, future)
+}
+
 /// [`eventually`] on the current tokio runtime, for pools that are not
 /// cmap-async's (cmap-local's on a `LocalSet`).
 ///
