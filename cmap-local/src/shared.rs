@@ -19,6 +19,10 @@
 //!    failed, so that a checkout returns after its events, as the spec
 //!    emits them first.
 //!
+//! Most inputs (a checkout served at once, a check-in nobody waits for,
+//! events off) leave no output: steps 3 and 5 are then only the timer's
+//! deadline and the flight recorder looked at ([`Shared::settle`]).
+//!
 //! No user code runs while the core is borrowed; an action that needs a
 //! new input (a connection delivered to a checkout whose future is gone)
 //! runs it after the borrow is released. Nothing is locked: the pool lives
