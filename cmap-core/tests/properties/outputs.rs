@@ -272,34 +272,29 @@ impl Sim {
                     }
                 }
             }
-            Action::Interrupt { id } if self.step_force_close => {
-                // A force close: any connection in use, once.
-                self.move_conn(
-                    id.0,
-                    &[CState::Held { interrupted: false }],
-                    CState::Held { interrupted: true },
-                )?;
-                self.count_closed(id.0)?;
-            }
             Action::Interrupt { id } => {
-                // Only by an interrupting clear, and only connections of a
-                // generation it ended (of its service, load-balanced).
-                let Some((true, service)) = self.step_clear else {
-                    return Err(format!(
-                        "connection {id} is interrupted without an interrupting clear"
-                    ));
-                };
-                let c = self.conn(id.0)?;
-                ensure!(
-                    service.is_none() || c.service == service,
-                    "connection {id} of {:?} is interrupted by a clear of {service:?}",
-                    c.service
-                );
-                ensure!(
-                    self.is_stale(id.0),
-                    "connection {id} of the current generation {} is interrupted",
-                    self.conns[id.0 as usize - 1].generation
-                );
+                // A force close interrupts any connection in use. Otherwise
+                // only an interrupting clear does, and only connections of
+                // a generation it ended (of its service, load-balanced).
+                if !self.step_force_close {
+                    let Some((true, service)) = self.step_clear else {
+                        return Err(format!(
+                            "connection {id} is interrupted without an interrupting clear"
+                        ));
+                    };
+                    let c = self.conn(id.0)?;
+                    ensure!(
+                        service.is_none() || c.service == service,
+                        "connection {id} of {:?} is interrupted by a clear of {service:?}",
+                        c.service
+                    );
+                    ensure!(
+                        self.is_stale(id.0),
+                        "connection {id} of the current generation {} is interrupted",
+                        self.conns[id.0 as usize - 1].generation
+                    );
+                }
+                // Once: it must still be in use and not interrupted.
                 self.move_conn(
                     id.0,
                     &[CState::Held { interrupted: false }],
