@@ -2,22 +2,13 @@
 //! uses.
 #![allow(dead_code)]
 
-use std::io::Write as _;
-
 /// The local server `.ci/redis.sh` starts.
 pub const URL: &str = "redis://127.0.0.1:6379/";
 
 /// Whether the server tests run; says why not, past the test harness's
 /// output capture.
 pub fn server_tests_enabled(test: &str) -> bool {
-    if std::env::var("CMAP_REDIS_TESTS").as_deref() == Ok("1") {
-        return true;
-    }
-    let _ = writeln!(
-        std::io::stderr(),
-        "skipping {test}: set CMAP_REDIS_TESTS=1 to run it against Redis at 127.0.0.1:6379"
-    );
-    false
+    cmap_testkit::gate::redis_tests(test)
 }
 
 /// A key no other test run uses.
