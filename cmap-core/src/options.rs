@@ -65,14 +65,14 @@ impl Default for Reconnect {
 /// An adaptive establishment pace (an extension; see
 /// [`PoolOptionsBuilder::adaptive_connecting`]): between `min` and `max`
 /// connections established at once, more while connects succeed at their
-/// usual latency, back to `min` at once when the server says it is
-/// overloaded (a labelled failure) or connects slow down.
+/// usual latency, back to `min` at once when connects slow down, and to a
+/// single probe while the server refuses them (a labelled failure).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "recorder", derive(serde::Serialize, serde::Deserialize))]
 pub struct AdaptiveConnecting {
-    /// The fewest connections established at once: the pace after a
-    /// congestion signal, and at first (the spec's default `maxConnecting`
-    /// is 2).
+    /// The fewest connections established at once: the pace at first,
+    /// after a congestion signal, and once a probe gets through after
+    /// refusals (the spec's default `maxConnecting` is 2).
     pub min: u32,
     /// The most connections established at once (maxPoolSize bounds it
     /// too).
@@ -280,10 +280,11 @@ impl PoolOptionsBuilder {
     /// `maxConnecting`). The pool starts `min` connections at once; each
     /// connect that succeeds at about its usual latency doubles that (up
     /// to `max`; after a fall, doubling up to half the pace the fall found,
-    /// then one more per success), and a connect that fails with a
-    /// backpressure label (the server refused it: overloaded, or its
-    /// limiter) or takes more than twice the recent fastest connect plus
-    /// 10 ms brings it back to `min` at once. Connects in flight are never
+    /// then one more per success). A connect that takes more than twice
+    /// the recent fastest connect plus 10 ms brings it back to `min` at
+    /// once; one that fails with a backpressure label (the server refused
+    /// it: overloaded, or its limiter) brings it to a single connect at a
+    /// time until one succeeds, then `min`. Connects in flight are never
     /// abandoned: the pace gates new ones. A clear brings it back to `min`
     /// too: the server it learnt about failed. [`Stats::connecting_limit`]
     /// says where it stands.

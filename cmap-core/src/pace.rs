@@ -19,7 +19,13 @@
 //!   threshold becomes half the limit the signal found
 //!   (multiplicative decrease, at least `min`), so growth after it is
 //!   doubling only up to where the trouble began, and additive beyond;
-//!   after a clear, additive from the minimum.
+//!   after a clear, additive from the minimum;
+//! - **one probe while refused**: after a labelled refusal the limit is a
+//!   single connect until one succeeds, then `min` again (TCP's loss
+//!   window of one segment after a timeout, below its initial window). A
+//!   refusing server learns nothing more from a second connect in the
+//!   same round, and a fleet of pools retrying through backoff sends it
+//!   half as many.
 //!
 //! Connects already in flight are never abandoned by a fall: the limit
 //! only gates new ones. The state is plain data, moved by the instants and
@@ -43,6 +49,8 @@ const RISE_SLACK: Duration = Duration::from_millis(10);
 /// forever, while one slow connect moves it by 6 %.
 const CREEP_DIVISOR: u32 = 16;
 const CREEP_MIN: Duration = Duration::from_millis(1);
+/// The limit while the server refuses: one connect at a time.
+const PROBE: u32 = 1;
 
 /// What a signal did to an adaptive pace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,7 +112,10 @@ impl Pace {
         if latency > slow {
             return self.cut(bounds);
         }
-        if self.limit < self.threshold {
+        if self.limit < bounds.min {
+            // The probe got through: the server accepts again.
+            self.limit = bounds.min;
+        } else if self.limit < self.threshold {
             self.limit = self.limit.saturating_mul(2).min(self.threshold);
         } else {
             self.credit += 1;
@@ -117,12 +128,15 @@ impl Pace {
         Reaction::Kept
     }
 
-    /// An establishment failed with a backpressure label.
+    /// An establishment failed with a backpressure label: a cut, and a
+    /// single probe until a connect succeeds.
     pub(crate) fn on_overload(&mut self) -> Reaction {
-        match self.adaptive {
-            Some(bounds) => self.cut(bounds),
-            None => Reaction::Kept,
-        }
+        let Some(bounds) = self.adaptive else {
+            return Reaction::Kept;
+        };
+        self.cut(bounds);
+        self.limit = PROBE.min(bounds.min);
+        Reaction::Cut
     }
 
     /// The pool was cleared: the server failed, or its monitor lost it.
@@ -148,7 +162,7 @@ impl Pace {
     pub(crate) fn check(&self, max_connecting: u32) -> Result<(), String> {
         let ok = match self.adaptive {
             None => self.limit == max_connecting,
-            Some(b) => (b.min..=b.max).contains(&self.limit) && (b.min..=b.max).contains(&self.threshold),
+            Some(b) => (PROBE..=b.max).contains(&self.limit) && (b.min..=b.max).contains(&self.threshold),
         };
         if ok {
             Ok(())
@@ -194,22 +208,24 @@ mod tests {
     }
 
     #[test]
-    fn a_labelled_failure_falls_to_the_minimum_and_halves_the_threshold() {
+    fn a_labelled_failure_leaves_one_probe_and_halves_the_threshold() {
         let mut p = adaptive(2, 50);
         for _ in 0..4 {
             p.on_established(MS * 100);
         }
         assert_eq!(p.limit, 32);
         assert_eq!(p.on_overload(), Reaction::Cut);
-        assert_eq!((p.limit, p.threshold), (2, 16));
-        // Doubling up to where the trouble began, then one at a time.
-        let limits: Vec<u32> = (0..5)
+        assert_eq!((p.limit, p.threshold), (1, 16));
+        assert_eq!(p.check(2), Ok(()), "a probe is within the bounds");
+        // The probe gets through: the minimum, then doubling up to where
+        // the trouble began, then one at a time.
+        let limits: Vec<u32> = (0..6)
             .map(|_| {
                 p.on_established(MS * 100);
                 p.limit
             })
             .collect();
-        assert_eq!(limits, [4, 8, 16, 16, 16]);
+        assert_eq!(limits, [2, 4, 8, 16, 16, 16]);
         // One more per 16 successes from there.
         for _ in 0..14 {
             p.on_established(MS * 100);
@@ -218,7 +234,9 @@ mod tests {
         // A second failure at the minimum leaves a threshold of the minimum.
         p.on_overload();
         p.on_overload();
-        assert_eq!((p.limit, p.threshold), (2, 2));
+        assert_eq!((p.limit, p.threshold), (1, 2));
+        p.on_established(MS * 100);
+        assert_eq!(p.limit, 2);
         p.on_established(MS * 100);
         assert_eq!(p.limit, 2);
         p.on_established(MS * 100);

@@ -62,7 +62,8 @@ pub struct Stats {
     pub returns_bad: u64,
     /// How many connections may be established at once when the stats
     /// were taken: `maxConnecting`, or where the adaptive pace stands
-    /// (`PoolOptionsBuilder::adaptive_connecting`). Not a counter.
+    /// (`PoolOptionsBuilder::adaptive_connecting`; 1 while it probes a
+    /// refusing server). Not a counter.
     pub connecting_limit: u32,
     /// Times the adaptive pace fell back to its minimum: a connect refused
     /// with a backpressure label, or one much slower than the recent

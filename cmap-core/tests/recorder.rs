@@ -286,10 +286,11 @@ fn a_replay_stops_at_the_instant_asked_and_describes_the_pool() {
 #[test]
 fn another_format_or_version_is_refused() {
     let text = write(&busy_recording());
-    assert!(text.contains("\"version\":3"), "this crate writes version 3");
-    // 2: before the establishment pace joined the pool's state.
-    for found in [1, 2, 99] {
-        let other = text.replacen("\"version\":3", &format!("\"version\":{found}"), 1);
+    assert!(text.contains("\"version\":4"), "this crate writes version 4");
+    // 2: before the establishment pace joined the pool's state; 3: before
+    // its probe below the minimum.
+    for found in [1, 2, 3, 99] {
+        let other = text.replacen("\"version\":4", &format!("\"version\":{found}"), 1);
         assert!(matches!(
             Recording::read_from(other.as_bytes()),
             Err(cmap_core::RecordingError::Version { found: f }) if f == found

@@ -1,7 +1,7 @@
 //! A recording as a value and as a file: JSON lines.
 //!
 //! ```text
-//! {"format":"cmap-recording","version":3,"incident":null,"inputs":2,"outputs":3}
+//! {"format":"cmap-recording","version":4,"incident":null,"inputs":2,"outputs":3}
 //! {"snapshot":{ the pool's state, instants in ns from the recording's zero }}
 //! {"at":1500000,"input":{"CheckOut":{"deadline":null,"direct":true}}}
 //! {"output":"Served { waiter: WaiterId(7), connection: ConnectionId(3) }"}
@@ -28,8 +28,9 @@ const FORMAT: &str = "cmap-recording";
 /// The version of the format this crate writes and reads. 2: the wait
 /// queue's snapshot keeps its deadlines in its entries (a chain) instead of
 /// a separate FIFO. 3: the snapshot keeps the establishment pace, and the
-/// options the adaptive one.
-pub(crate) const VERSION: u32 = 3;
+/// options the adaptive one. 4: an adaptive pace's limit may be 1, under
+/// its minimum (a single probe while the server refuses).
+pub(crate) const VERSION: u32 = 4;
 
 /// What a pool's flight recorder held: a snapshot of the pool, then every
 /// input since with its instant and the outputs it caused. Write it with

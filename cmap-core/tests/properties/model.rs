@@ -46,6 +46,8 @@ pub(crate) enum CState {
 ///   the doubling ceiling to half of it (not under `min`) and it to `min`;
 ///   a clear sets both to `min`; either starts the count of connects
 ///   towards the next step afresh;
+/// - after a refusal it is 1 instead of `min`, until a connect succeeds
+///   at its usual latency, which brings it to `min` and nothing more;
 /// - the fastest recent connect is the first one's latency, then after
 ///   each connect the smaller of that connect's and the previous figure
 ///   raised by 1/16 of itself (by 1 ms at least).
@@ -79,12 +81,14 @@ impl PaceModel {
     }
 
     pub(crate) fn established(&mut self, latency: Duration) {
-        let Some((_, max)) = self.bounds else { return };
+        let Some((min, max)) = self.bounds else { return };
         let fastest = self.fastest.unwrap_or(latency);
         let raised = fastest + Duration::from_millis(1).max(fastest / 16);
         self.fastest = Some(if latency < raised { latency } else { raised });
         if latency > fastest * 2 + Duration::from_millis(10) {
             self.fall();
+        } else if self.limit < min {
+            self.limit = min;
         } else if self.limit < self.ceiling {
             self.limit = (self.limit * 2).min(self.ceiling).min(max);
         } else {
@@ -99,6 +103,7 @@ impl PaceModel {
     pub(crate) fn refused(&mut self) {
         if self.bounds.is_some() {
             self.fall();
+            self.limit = 1;
         }
     }
 

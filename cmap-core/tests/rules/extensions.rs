@@ -244,7 +244,7 @@ fn adaptive_pace_doubles_while_connects_succeed_at_their_usual_latency() {
 }
 
 #[test]
-fn adaptive_pace_falls_to_its_minimum_on_a_labelled_failure_and_keeps_connects_in_flight() {
+fn adaptive_pace_falls_to_one_probe_on_a_labelled_failure_and_keeps_connects_in_flight() {
     let mut h = adaptive_with_waiters(40);
     establish_after(&mut h, 100);
     assert_eq!(h.pool.status().pending, 8);
@@ -255,22 +255,53 @@ fn adaptive_pace_falls_to_its_minimum_on_a_labelled_failure_and_keeps_connects_i
     h.drain();
     assert_eq!(h.pool.stats().connecting_limit, 8);
     assert_eq!(h.pool.stats().connecting_cuts, 0);
-    // The server refuses one: back to 2 at once. The 7 in flight go on
-    // (none aborted), and nothing new starts until fewer than 2 are.
+    // The server refuses one: down to a single probe at once. The 7 in
+    // flight go on (none aborted), and nothing new starts until none is.
     let id = h.establishing.remove(0);
     fail_establish_with(&mut h.pool, h.now, id, EstablishErrorKind::Network).unwrap();
     h.drain();
-    assert_eq!(h.pool.stats().connecting_limit, 2);
+    assert_eq!(h.pool.stats().connecting_limit, 1);
     assert_eq!(h.pool.stats().connecting_cuts, 1);
     assert!(h.aborted.is_empty());
     assert_eq!(h.pool.status().pending, 7);
     h.check_out();
     assert_eq!(h.pool.status().pending, 7, "no connect starts above the pace");
-    // Regrowth, over the 7 successes: doubling up to half the pace the
-    // fall found (2 -> 4), then one more per round of 4 successes (5).
+    // Regrowth, over the 7 successes: the minimum (2), doubling up to half
+    // the pace the fall found (4), then one more per round of 4
+    // successes (5).
     establish_after(&mut h, 100);
     assert_eq!(h.pool.stats().connecting_limit, 5);
     assert_eq!(h.pool.status().pending, 5);
+}
+
+#[test]
+fn adaptive_pace_probes_one_connect_at_a_time_while_the_server_refuses() {
+    let mut h = adaptive_with_waiters(40);
+    // Both first connects refused: one connect in flight from then on,
+    // however many checkouts wait (the pool retries after its backoff).
+    for _ in 0..2 {
+        let id = h.establishing.remove(0);
+        fail_establish_with(&mut h.pool, h.now, id, EstablishErrorKind::Network).unwrap();
+    }
+    h.drain();
+    assert_eq!(h.pool.stats().connecting_limit, 1);
+    for _ in 0..3 {
+        h.now += Duration::from_secs(1);
+        h.pool.handle_timeout(h.now);
+        h.drain();
+        assert_eq!(h.pool.status().pending, 1, "a single probe");
+        let id = h.establishing.remove(0);
+        fail_establish_with(&mut h.pool, h.now, id, EstablishErrorKind::Network).unwrap();
+        h.drain();
+    }
+    // The probe gets through: the minimum again, and growth from there.
+    h.now += Duration::from_secs(1);
+    h.pool.handle_timeout(h.now);
+    h.drain();
+    establish_after(&mut h, 100);
+    assert_eq!(h.pool.stats().connecting_limit, 2);
+    assert_eq!(h.pool.status().pending, 2);
+    assert_eq!(h.pool.stats().connecting_cuts, 5);
 }
 
 #[test]
