@@ -22,11 +22,17 @@ impl Sim {
             service_id: with_service.then_some(ServiceId([service; 12])),
             cause: (service == 1).then(|| Arc::from("monitor said so")),
         };
-        let r = self.handle_plain(now, Input::Clear(clear))?;
-        if !wrong_mode && !self.closed {
+        let clears = !wrong_mode && !self.closed;
+        if clears {
             // Any clear: the server failed, and an adaptive pace falls
-            // back.
+            // back; from a probe that is up to its minimum, which the
+            // connects this step starts (a load-balanced pool stays ready)
+            // may use.
             self.pace.cleared();
+            self.pace_bound = self.pace_bound.max(self.pace.limit);
+        }
+        let r = self.handle_plain(now, Input::Clear(clear))?;
+        if clears {
             if lb {
                 let sid = ServiceId([service; 12]);
                 // Only a service the pool knows has a generation.
