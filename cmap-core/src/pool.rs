@@ -559,13 +559,22 @@ impl<C> Pool<C> {
     /// Spec: iterate the available connections, closing perished ones,
     /// until a good one is found.
     pub(crate) fn take_available(&mut self) -> Option<Available<C>> {
-        while let Some(available) = self.conns.pop_available() {
+        loop {
+            let available = self.conns.pop_available()?;
             match self.perished(&available.meta, true) {
-                Some(reason) => self.close(&available.meta, available.conn, reason, None),
+                Some(reason) => self.close_perished(available, reason),
                 None => return Some(available),
             }
         }
-        None
+    }
+
+    /// Closes a perished connection that [`take_available`](Self::take_available)
+    /// came upon. Out of line: a checkout seldom meets one, and the common
+    /// path then keeps a smaller frame.
+    #[cold]
+    #[inline(never)]
+    fn close_perished(&mut self, available: Available<C>, reason: ClosedReason) {
+        self.close(&available.meta, available.conn, reason, None);
     }
 
     /// Why a connection is perished, if it is (see `perish.rs`).
