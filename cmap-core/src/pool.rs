@@ -340,17 +340,19 @@ impl<C> Pool<C> {
                 // A deadline already behind the pool's clock (the caller's
                 // own, or a stale `now`) gets nothing, not even a connection
                 // that is available; one that is now may still be served.
+                // Served here, in the input that started it, a checkout
+                // waited no time.
                 let passed = deadline.is_some_and(|d| d < self.now);
                 if self.queue.is_empty() && !passed {
                     if let Some(available) = self.take_available() {
                         return match serve {
                             Serve::Directly => {
-                                let connection = self.hand_out(started_at, available);
+                                let connection = self.hand_out(Duration::ZERO, available);
                                 record!(self.record_served(id, connection.id()));
                                 CheckOut::Ready(connection)
                             }
                             Serve::ByAction => {
-                                self.deliver(id, started_at, available);
+                                self.deliver(id, Duration::ZERO, available);
                                 CheckOut::Later(id)
                             }
                         };
@@ -548,8 +550,8 @@ impl<C> Pool<C> {
     }
 
     pub(crate) fn since(&self, then: Instant) -> Duration {
-        // Most checkouts are served in the input that started them: a
-        // comparison spares them the subtraction.
+        // A coarse clock often reads the same at both ends of a short
+        // wait or use: a comparison spares those the subtraction.
         if then >= self.now {
             return Duration::ZERO;
         }
@@ -559,13 +561,22 @@ impl<C> Pool<C> {
     /// Spec: iterate the available connections, closing perished ones,
     /// until a good one is found.
     pub(crate) fn take_available(&mut self) -> Option<Available<C>> {
-        while let Some(available) = self.conns.pop_available() {
+        loop {
+            let available = self.conns.pop_available()?;
             match self.perished(&available.meta, true) {
-                Some(reason) => self.close(&available.meta, available.conn, reason, None),
+                Some(reason) => self.close_perished(available, reason),
                 None => return Some(available),
             }
         }
-        None
+    }
+
+    /// Closes a perished connection that [`take_available`](Self::take_available)
+    /// came upon. Out of line: a checkout seldom meets one, and the common
+    /// path then keeps a smaller frame.
+    #[cold]
+    #[inline(never)]
+    fn close_perished(&mut self, available: Available<C>, reason: ClosedReason) {
+        self.close(&available.meta, available.conn, reason, None);
     }
 
     /// Why a connection is perished, if it is (see `perish.rs`).
@@ -582,14 +593,14 @@ impl<C> Pool<C> {
         }
     }
 
-    pub(crate) fn deliver(&mut self, waiter: WaiterId, started_at: Instant, available: Available<C>) {
-        let connection = self.hand_out(started_at, available);
+    pub(crate) fn deliver(&mut self, waiter: WaiterId, waited: Duration, available: Available<C>) {
+        let connection = self.hand_out(waited, available);
         self.push_action(Action::Deliver { waiter, connection });
     }
 
-    /// Marks an available connection in use by a checkout that started at
-    /// `started_at`, and emits its `ConnectionCheckedOut`.
-    pub(crate) fn hand_out(&mut self, started_at: Instant, available: Available<C>) -> Pooled<C> {
+    /// Marks an available connection in use by a checkout that `waited`
+    /// for it, and emits its `ConnectionCheckedOut`.
+    pub(crate) fn hand_out(&mut self, waited: Duration, available: Available<C>) -> Pooled<C> {
         let Available { mut meta, conn } = available;
         meta.slot = self.conns.insert_in_use(InUse {
             id: meta.id,
@@ -597,23 +608,22 @@ impl<C> Pool<C> {
             service_id: meta.service_id,
             interrupted: false,
         });
-        self.hand_out_held(started_at, meta, conn)
+        self.hand_out_held(waited, meta, conn)
     }
 
     /// [`hand_out`](Self::hand_out) of a connection that still holds its
     /// cell in the in-use table (a check-in handed straight to a waiter).
-    pub(crate) fn hand_out_held(&mut self, started_at: Instant, mut meta: Box<Meta>, conn: C) -> Pooled<C> {
+    pub(crate) fn hand_out_held(&mut self, waited: Duration, mut meta: Box<Meta>, conn: C) -> Pooled<C> {
         meta.checked_out_at = self.now;
-        let duration = self.since(started_at);
         // Zero for most checkouts (served in the input that started them):
         // no addition then.
-        if !duration.is_zero() {
-            self.hot.wait_time += duration;
+        if !waited.is_zero() {
+            self.hot.wait_time += waited;
         }
         self.emit(|p| Event::ConnectionCheckedOut {
             address: p.address.clone(),
             connection_id: meta.id,
-            duration,
+            duration: waited,
         });
         Pooled { meta, conn }
     }
@@ -669,7 +679,10 @@ impl<C> Pool<C> {
     }
 
     /// Counts the time a connection coming back was in use, and returns
-    /// its entry in the in-use table, still there.
+    /// its entry in the in-use table, still there. Always inlined: called
+    /// apart, its entry and duration would come back through memory, on
+    /// every check-in.
+    #[inline(always)]
     fn end_use(&mut self, meta: &Meta) -> (InUse, Duration) {
         let used = self.since(meta.checked_out_at);
         if !used.is_zero() {

@@ -59,9 +59,10 @@ impl<C> Pool<C> {
         cell: InUseCell,
     ) -> Option<HandOver<C>> {
         self.forget_request_of(&waiter);
+        let waited = self.since(waiter.started_at);
         let connection = match cell {
-            InUseCell::Held => self.hand_out_held(waiter.started_at, available.meta, available.conn),
-            InUseCell::Released => self.hand_out(waiter.started_at, available),
+            InUseCell::Held => self.hand_out_held(waited, available.meta, available.conn),
+            InUseCell::Released => self.hand_out(waited, available),
         };
         let handed = match serve {
             Serve::ByAction => {
@@ -155,7 +156,7 @@ impl<C> Pool<C> {
         match self.queue.pop_front() {
             Some((id, waiter)) => {
                 self.forget_request_of(&waiter);
-                self.deliver(id, waiter.started_at, available);
+                self.deliver(id, self.since(waiter.started_at), available);
                 true
             }
             None => {
