@@ -79,6 +79,32 @@ impl<'a, M: ManageConnection, R: Runtime> Checkout<'a, M, R> {
             state: State::Start,
         }
     }
+
+    /// Dropped while queued: its waiter cancelled, or its connection, if
+    /// one was delivered meanwhile, checked back in.
+    #[cold]
+    fn cancel(&mut self) {
+        let State::Queued(id, slot) = std::mem::replace(&mut self.state, State::Done) else {
+            return;
+        };
+        let shared = self.shared;
+        // From now on an outcome that comes goes back to the pool (see
+        // `Inner::complete`).
+        let taken = std::mem::replace(&mut *lock_slot(&slot), Slot::Taken);
+        match taken {
+            Slot::Done(Ok(connection)) => shared.check_in(connection),
+            Slot::Done(Err(_)) | Slot::Taken => {}
+            Slot::Waiting(_) => shared.input(|inner, now| {
+                if inner.waiters.remove(&id).is_some() {
+                    // Still queued in the core: not completed yet (a
+                    // completion removes the slot under this lock).
+                    let _ = inner.core.handle_cancel(now, id);
+                }
+                // Otherwise an input completed it since: finding the slot
+                // taken, it checks the connection back in.
+            }),
+        }
+    }
 }
 
 impl<M: ManageConnection, R: Runtime> Future for Checkout<'_, M, R> {
@@ -134,30 +160,11 @@ impl<M: ManageConnection, R: Runtime> Future for Checkout<'_, M, R> {
 }
 
 impl<M: ManageConnection, R: Runtime> Drop for Checkout<'_, M, R> {
+    // Inlined: most checkouts end served (`Done`), with nothing to write back.
+    #[inline]
     fn drop(&mut self) {
-        // Most checkouts end served (`Done`): nothing to write back then.
-        if !matches!(self.state, State::Queued(..)) {
-            return;
-        }
-        let State::Queued(id, slot) = std::mem::replace(&mut self.state, State::Done) else {
-            return;
-        };
-        let shared = self.shared;
-        // From now on an outcome that comes goes back to the pool (see
-        // `Inner::complete`).
-        let taken = std::mem::replace(&mut *lock_slot(&slot), Slot::Taken);
-        match taken {
-            Slot::Done(Ok(connection)) => shared.check_in(connection),
-            Slot::Done(Err(_)) | Slot::Taken => {}
-            Slot::Waiting(_) => shared.input(|inner, now| {
-                if inner.waiters.remove(&id).is_some() {
-                    // Still queued in the core: not completed yet (a
-                    // completion removes the slot under this lock).
-                    let _ = inner.core.handle_cancel(now, id);
-                }
-                // Otherwise an input completed it since: finding the slot
-                // taken, it checks the connection back in.
-            }),
+        if let State::Queued(..) = self.state {
+            self.cancel();
         }
     }
 }
