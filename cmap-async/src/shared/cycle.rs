@@ -245,7 +245,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         locked.core.set_events_enabled(self.events.wanted());
         let coarse_will_do =
             || locked.waiters.is_empty() && (!checkout || locked.core.status().available > 0);
-        let read = if read.lag.is_zero() || coarse_will_do() {
+        let read = if coarse_will_do() || read.lag.is_zero() {
             read
         } else {
             CoarseNow::exact(self.rt.now())
