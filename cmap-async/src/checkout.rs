@@ -83,10 +83,7 @@ impl<'a, M: ManageConnection, R: Runtime> Checkout<'a, M, R> {
     /// Dropped while queued: its waiter cancelled, or its connection, if
     /// one was delivered meanwhile, checked back in.
     #[cold]
-    fn cancel(&mut self) {
-        let State::Queued(id, slot) = std::mem::replace(&mut self.state, State::Done) else {
-            return;
-        };
+    fn cancel(&self, id: WaiterId, slot: SharedSlot<M::Connection>) {
         let shared = self.shared;
         // From now on an outcome that comes goes back to the pool (see
         // `Inner::complete`).
@@ -163,8 +160,8 @@ impl<M: ManageConnection, R: Runtime> Drop for Checkout<'_, M, R> {
     // Inlined: most checkouts end served (`Done`), with nothing to write back.
     #[inline]
     fn drop(&mut self) {
-        if let State::Queued(..) = self.state {
-            self.cancel();
+        if let State::Queued(id, slot) = std::mem::replace(&mut self.state, State::Done) {
+            self.cancel(id, slot);
         }
     }
 }
