@@ -107,6 +107,7 @@ impl<'a, M: ManageConnection, R: Runtime> Checkout<'a, M, R> {
 impl<M: ManageConnection, R: Runtime> Future for Checkout<'_, M, R> {
     type Output = Result<Pooled<M::Connection>, CheckOutError>;
 
+    #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let shared = self.shared;
         match &self.state {
