@@ -23,9 +23,9 @@
 //! - **one probe while refused**: after a labelled refusal the limit is a
 //!   single connect until one succeeds, then `min` again (TCP's loss
 //!   window of one segment after a timeout, below its initial window). A
-//!   refusing server learns nothing more from a second connect in the
-//!   same round, and a fleet of pools retrying through backoff sends it
-//!   half as many.
+//!   second connect in the same round tells the pool nothing more about a
+//!   refusing server, and a fleet of pools retrying through backoff sends
+//!   it half as many.
 //!
 //! Connects already in flight are never abandoned by a fall: the limit
 //! only gates new ones. The state is plain data, moved by the instants and
