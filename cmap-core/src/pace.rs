@@ -9,9 +9,10 @@
 //! - **additive increase**: at or above the threshold, one more once as
 //!   many successes as the limit came (one per round of connects, as
 //!   TCP's congestion avoidance adds one segment per round trip);
-//! - **back to the minimum** at once on a congestion signal: an
-//!   establishment that failed with a backpressure label (the server or
-//!   its limiter refused it: spec "Backpressure-enabled"), one whose
+//! - **back to the minimum** at once on a congestion signal (below it
+//!   after a refusal: the next item): an establishment that failed with a
+//!   backpressure label (the server or its limiter refused it: spec
+//!   "Backpressure-enabled"), one whose
 //!   latency rose well above the recent floor (connects queueing at the
 //!   server), or a clear (the server failed, or its monitor lost it: what
 //!   the pace learnt is about a server that is gone, and a pool readied
