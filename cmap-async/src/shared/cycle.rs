@@ -25,8 +25,9 @@
 //!    **Fast path**: an input that left no action (a checkout served at
 //!    once, or queued with nothing to start; a check-in) builds no
 //!    [`Deferred`]: only its events, if any, are taken and sealed (steps 4
-//!    and 5), a queued checkout's slot put in (step 5), the timer re-armed
-//!    if its deadline moved earlier, and steps 6, 8 and 9 follow.
+//!    and 5), a queued checkout's slot put in (step 5) and the timer
+//!    re-armed if its deadline moved earlier (only a queued checkout moves
+//!    it), and steps 6, 8 and 9 follow.
 //! 4. **Drain** (`Inner::drain`): bookkeeping only, into the input's
 //!    [`Deferred`]: the input's events taken into its outbox
 //!    (`events::Outbox`: the first event tries the delivery turn, and
@@ -108,7 +109,11 @@ impl<'a, M: ManageConnection, R: Runtime> Cycle<'a, M, R> {
     #[inline]
     pub(crate) fn check_in(mut self, connection: Pooled<M::Connection>) {
         let handed = (self.locked).check_in(self.read.at, connection, &self.shared.interrupts);
-        self.end(handed);
+        if self.locked.left_no_action() {
+            self.settle(handed);
+        } else {
+            self.drain_and_perform(handed, None, None);
+        }
     }
 
     /// A checkout waiting until `deadline` (`waker`: its future's, for the
@@ -121,9 +126,14 @@ impl<'a, M: ManageConnection, R: Runtime> Cycle<'a, M, R> {
                 self.settle(None);
                 return Ended::Done(Ok(connection));
             }
+            // Queued, and nothing to start: the timer may have to wake
+            // for its deadline.
             CheckOut::Later(id) if self.locked.left_no_action() => {
-                let slot = self.queue(id, waker);
+                let (slot, rearm, shared) = (self.queue(id, waker), self.locked.rearm(), self.shared);
                 self.settle(None);
+                if rearm {
+                    shared.wake_timer();
+                }
                 return Ended::Queued(id, slot);
             }
             CheckOut::Ready(connection) => OwnCheckout {
@@ -173,26 +183,18 @@ impl<'a, M: ManageConnection, R: Runtime> Cycle<'a, M, R> {
         (self.locked).drain(now, hub, interrupts, deferred, own, limit)
     }
 
-    /// Ends an input that started no checkout (`handed`: a check-in's
-    /// hand-over), as [`Shared::input`] does after its one call on `Inner`.
-    #[inline(always)]
-    fn end(self, handed: Option<Handed<M::Connection>>) {
-        if self.locked.left_no_action() {
-            self.settle(handed);
-        } else {
-            self.drain_and_perform(handed, None, None);
-        }
-    }
-
     /// The fast path, for an input that left no action: no [`Deferred`];
-    /// its events (if any) taken and sealed, the timer re-armed if need be,
-    /// the lock released, the events delivered, a hand-over's slot filled.
+    /// its events (if any) taken and sealed, the lock released, the events
+    /// delivered, a hand-over's slot filled. The timer is left as it is: a
+    /// checkout served at once or a check-in that leaves no action never
+    /// moves the core's next deadline earlier (it queues nobody, and closes
+    /// or starts nothing); a queued checkout re-arms it itself.
     #[inline(always)]
     fn settle(self, handed: Option<Handed<M::Connection>>) {
         if self.locked.core.pending_events() > 0 {
             self.shared.settle_with_events(self.locked);
         } else {
-            self.shared.unlock_rearmed(self.locked);
+            self.shared.unlock(self.locked);
         }
         if let Some((slot, connection)) = handed {
             self.shared.fill((slot, Ok(connection)));
@@ -256,11 +258,11 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     }
 
     /// One input on the precise clock: `f` calls one `handle_*`, and the
-    /// cycle ends.
+    /// cycle ends (in full: any such input may move the timer).
     pub(crate) fn input<T>(&self, f: impl FnOnce(&mut Inner<M::Connection>, Instant) -> T) -> T {
         let mut cycle = self.cycle(CoarseNow::exact(self.rt.now()), false);
         let out = f(&mut cycle.locked, cycle.read.at);
-        cycle.end(None);
+        cycle.drain_and_perform(None, None, None);
         out
     }
 
@@ -281,18 +283,8 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         let mut events = Outbox::Empty;
         events.take(&self.events, &mut locked.core);
         events.seal();
-        self.unlock_rearmed(locked);
-        events.deliver();
-    }
-
-    /// Re-arms the timer if need be and releases the lock.
-    #[inline(always)]
-    fn unlock_rearmed(&self, mut locked: Locked<'_, M::Connection>) {
-        let rearm = locked.rearm();
         self.unlock(locked);
-        if rearm {
-            self.wake_timer();
-        }
+        events.deliver();
     }
 
     /// Step 6: publishes whether checkouts wait (`Shared::waiting`, for the

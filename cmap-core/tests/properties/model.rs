@@ -474,6 +474,19 @@ impl Sim {
         self.pool_now = self.pool_now.max(now);
     }
 
+    /// A checkout served at once, or a check-in, that left no action
+    /// never moves `poll_timeout` earlier than it was (`before`): drivers
+    /// re-arm their timer after any other input only. (Vacuous while
+    /// events share the stream: it then always holds output.)
+    pub(crate) fn timer_not_moved_earlier(&self, before: Option<Instant>) -> Result<(), String> {
+        let after = self.pool.poll_timeout();
+        ensure!(
+            self.pool.has_output() || after.is_none_or(|a| before.is_some_and(|b| a >= b)),
+            "an input that left no action moved poll_timeout from {before:?} to {after:?}"
+        );
+        Ok(())
+    }
+
     pub(crate) fn elapsed(&self) -> Duration {
         self.pool_now - self.t0
     }

@@ -59,8 +59,10 @@ impl Sim {
             returns_bad: Some((self.pool.stats().returns_bad, bad)),
         });
         let r = if direct {
+            let timer = self.pool.poll_timeout();
             let r = self.pool.handle_check_in_direct(now, c);
             self.told(now);
+            self.timer_not_moved_earlier(timer)?;
             r.map(|handed| {
                 if let Some(HandOver { waiter, connection }) = handed {
                     self.served_directly = Some(Action::Deliver { waiter, connection });

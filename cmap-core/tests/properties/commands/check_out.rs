@@ -27,10 +27,11 @@ impl Sim {
             }
         };
         let direct = drawn.has(DIRECT);
-        let before = self.pool.state();
+        let (before, timer) = (self.pool.state(), self.pool.poll_timeout());
         let w = match self.handle(now, Input::CheckOut { deadline, direct })? {
             Ok(Handled::CheckOut(CheckOut::Later(w))) => w,
             Ok(Handled::CheckOut(CheckOut::Ready(connection))) if direct => {
+                self.timer_not_moved_earlier(timer)?;
                 // The id it used is the next one.
                 let waiter = WaiterId(self.waiters.len() as u64 + 1);
                 self.served_directly = Some(Action::Deliver { waiter, connection });
