@@ -18,9 +18,8 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
 
-use cmap_core::{CheckOutError, ConnectionId, Pooled, WaiterId};
+use cmap_core::{CheckOutError, ConnectionId, Pooled, Wait, WaiterId};
 
 use crate::clock::CoarseNow;
 use crate::manager::ManageConnection;
@@ -34,34 +33,23 @@ enum State<C> {
     Done,
 }
 
-/// How long a checkout may wait.
-#[derive(Clone, Copy)]
-pub(crate) enum Limit {
-    /// This long from the instant it starts (`None`: no limit). The
-    /// deadline is taken from the very `now` of the check-out input (plus
-    /// its lag, when that `now` is a coarse reading: never early), so a
-    /// zero timeout still gets an available connection.
-    After(Option<Duration>),
-    /// Until this instant (`None`: no limit).
-    Until(Option<Instant>),
-}
-
-impl Limit {
-    /// The deadline of a checkout that starts at `now`: never earlier than
-    /// the precise clock would have put it.
-    #[inline]
-    fn deadline(self, now: CoarseNow) -> Option<Instant> {
-        match self {
-            Limit::After(timeout) => timeout.and_then(|t| now.at.checked_add(t.checked_add(now.lag)?)),
-            Limit::Until(deadline) => deadline,
-        }
+/// `wait` for a checkout whose `now` is `read`: a timeout is pushed back by
+/// the reading's lag, so that it never ends early.
+#[inline]
+fn lagging(wait: Wait, read: CoarseNow) -> Wait {
+    match wait {
+        Wait::For(timeout) => Wait::For(timeout.saturating_add(read.lag)),
+        until => until,
     }
 }
 
 /// One checkout from the core.
 pub(crate) struct Checkout<'a, M: ManageConnection, R: Runtime> {
     shared: &'a Shared<M, R>,
-    pub(crate) limit: Limit,
+    /// How long it may wait: a timeout counts from the `now` of its
+    /// check-out input (plus its lag, when that `now` is a coarse reading:
+    /// never early), so a zero timeout still gets an available connection.
+    pub(crate) wait: Wait,
     /// The newest connection the pool had asked for when it started (set
     /// at the first poll): a connection with a later id was made after.
     pub(crate) issued_before: Option<ConnectionId>,
@@ -69,12 +57,12 @@ pub(crate) struct Checkout<'a, M: ManageConnection, R: Runtime> {
 }
 
 impl<'a, M: ManageConnection, R: Runtime> Checkout<'a, M, R> {
-    /// A checkout, not started yet, limited by `limit`.
+    /// A checkout, not started yet, waiting at most as `wait` says.
     #[inline]
-    pub(crate) fn new(shared: &'a Shared<M, R>, limit: Limit) -> Self {
+    pub(crate) fn new(shared: &'a Shared<M, R>, wait: Wait) -> Self {
         Checkout {
             shared,
-            limit,
+            wait,
             issued_before: None,
             state: State::Start,
         }
@@ -113,14 +101,14 @@ impl<M: ManageConnection, R: Runtime> Future for Checkout<'_, M, R> {
         match &self.state {
             State::Start => {
                 let mut cycle = shared.cycle(shared.read_clock(), true);
-                let deadline = self.limit.deadline(cycle.read);
+                let wait = lagging(self.wait, cycle.read);
                 if M::CHECKS {
                     // For the check and the checkouts after a failed one
                     // (`Shared::get`); nothing else reads them.
-                    self.limit = Limit::Until(deadline);
+                    self.wait = Wait::Until(wait.deadline(cycle.read.at));
                     self.issued_before = cycle.inner().last_issued;
                 }
-                match cycle.check_out(deadline, cx.waker()) {
+                match cycle.check_out(wait, cx.waker()) {
                     Ended::Done(outcome) => {
                         self.state = State::Done;
                         Poll::Ready(outcome)
@@ -204,27 +192,24 @@ impl<M: ManageConnection, R: Runtime> Drop for Checking<'_, M, R> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::{Duration, Instant};
+
     use super::*;
 
     #[test]
-    fn a_deadline_from_a_coarse_reading_covers_its_lag() {
-        let at = Instant::now();
-        let lag = Duration::from_millis(8);
+    fn a_timeout_from_a_coarse_reading_covers_its_lag() {
+        let (at, lag, timeout) = (
+            Instant::now(),
+            Duration::from_millis(8),
+            Duration::from_millis(100),
+        );
         let coarse = CoarseNow { at, lag };
-        let timeout = Duration::from_millis(100);
+        assert_eq!(lagging(Wait::For(timeout), coarse), Wait::For(timeout + lag));
         assert_eq!(
-            Limit::After(Some(timeout)).deadline(coarse),
-            Some(at + timeout + lag)
+            lagging(Wait::For(timeout), CoarseNow::exact(at)),
+            Wait::For(timeout)
         );
-        assert_eq!(
-            Limit::After(Some(timeout)).deadline(CoarseNow::exact(at)),
-            Some(at + timeout)
-        );
-        assert_eq!(Limit::After(None).deadline(coarse), None);
-        assert_eq!(
-            Limit::Until(Some(at)).deadline(coarse),
-            Some(at),
-            "a set deadline stays"
-        );
+        let until = Wait::Until(Some(at));
+        assert_eq!(lagging(until, coarse), until, "a set deadline stays");
     }
 }

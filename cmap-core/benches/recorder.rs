@@ -9,7 +9,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use cmap_core::{CheckOut, Pool, PoolOptions, Recording};
+use cmap_core::{CheckOut, Pool, PoolOptions, Recording, Wait};
 use criterion::{criterion_group, criterion_main, Criterion};
 
 /// Entries the measured recordings hold.
@@ -55,7 +55,7 @@ fn recorded_pool() -> Pool<()> {
     // checked out, checked in).
     for _ in 0..ENTRIES / 6 {
         now += Duration::from_micros(10);
-        let CheckOut::Ready(connection) = pool.handle_check_out_direct(now, None) else {
+        let CheckOut::Ready(connection) = pool.handle_check_out_direct(now, Wait::Until(None)) else {
             unreachable!("an available connection, nobody waiting");
         };
         pool.handle_check_in(now, connection).unwrap();

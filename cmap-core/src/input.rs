@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use crate::connection::{ConnectionId, Pooled, ServiceId, WaiterId};
 use crate::error::{CheckInError, EstablishError, UsageError};
-use crate::pool::{CheckOut, Clear, Pool, Serve};
+use crate::pool::{CheckOut, Clear, Pool, Serve, Wait};
 
 /// One input of the pool, for [`Pool::handle`]. Each variant is one of the
 /// typed `handle_*` methods, which say more about what it does; `now`, the
@@ -236,7 +236,11 @@ impl<C> Pool<C> {
         match input {
             Input::CheckOut { deadline, direct } => {
                 let serve = if direct { Serve::Directly } else { Serve::ByAction };
-                Ok(Handled::CheckOut(self.check_out(now, deadline, serve)))
+                Ok(Handled::CheckOut(self.check_out(
+                    now,
+                    Wait::Until(deadline),
+                    serve,
+                )))
             }
             Input::CheckIn(connection) => self.handle_check_in(now, connection).map_or_else(refused, done),
             Input::Detach(connection) => self

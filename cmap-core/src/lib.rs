@@ -162,7 +162,7 @@ pub use options::{
     AdaptiveConnecting, EstablishFailure, OptionsError, PoolOptions, PoolOptionsBuilder, Reconnect,
 };
 pub use output::{Action, Output};
-pub use pool::{CheckOut, Clear, HandOver, Pool, PoolState};
+pub use pool::{CheckOut, Clear, HandOver, Pool, PoolState, Wait};
 #[cfg(feature = "recorder")]
 pub use recorder::{Recording, RecordingError, Replay, ReplayError, Seconds, Step};
 pub use stats::{Stats, Status};

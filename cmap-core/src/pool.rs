@@ -230,6 +230,34 @@ pub enum CheckOut<C> {
     Later(WaiterId),
 }
 
+/// How long a checkout may wait ([`Pool::handle_check_out_direct`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Until this instant (`None`: no limit).
+    Until(Option<Instant>),
+    /// This long from the pool's clock once it has the input's `now`: the
+    /// deadline is computed only for a checkout that is not served at once
+    /// (one too far to represent is no limit).
+    For(Duration),
+}
+
+impl Wait {
+    /// At most `timeout` (`None`: no limit).
+    #[inline]
+    pub fn at_most(timeout: Option<Duration>) -> Wait {
+        timeout.map_or(Wait::Until(None), Wait::For)
+    }
+
+    /// The deadline of a checkout that starts at `now`.
+    #[inline]
+    pub fn deadline(self, now: Instant) -> Option<Instant> {
+        match self {
+            Wait::Until(deadline) => deadline,
+            Wait::For(timeout) => now.checked_add(timeout),
+        }
+    }
+}
+
 /// A connection that [`Pool::handle_check_in_direct`] handed straight to
 /// the oldest queued checkout: it is checked out to `waiter`, and no
 /// `Deliver` action follows for it.
@@ -307,7 +335,7 @@ impl<C> Pool<C> {
     /// a caller that computes timeouts itself (client-side operation
     /// timeouts, `get_timeout`).
     pub fn handle_check_out_until(&mut self, now: Instant, deadline: Option<Instant>) -> WaiterId {
-        match self.check_out(now, deadline, Serve::ByAction) {
+        match self.check_out(now, Wait::Until(deadline), Serve::ByAction) {
             CheckOut::Later(id) => id,
             CheckOut::Ready(_) => unreachable!("served by action, a checkout is never returned"),
         }
@@ -320,12 +348,19 @@ impl<C> Pool<C> {
     /// common checkout a trip through the output queue. Its events are
     /// queued as usual. Any other checkout returns its id, and its outcome
     /// comes as `Deliver` or `Fail`, as from `handle_check_out_until`.
-    pub fn handle_check_out_direct(&mut self, now: Instant, deadline: Option<Instant>) -> CheckOut<C> {
-        self.check_out(now, deadline, Serve::Directly)
+    /// `wait` may be a timeout ([`Wait::For`]): the one served at once then
+    /// computes no deadline. It is recorded as the deadline it stands for.
+    pub fn handle_check_out_direct(&mut self, now: Instant, wait: Wait) -> CheckOut<C> {
+        self.check_out(now, wait, Serve::Directly)
     }
 
-    pub(crate) fn check_out(&mut self, now: Instant, deadline: Option<Instant>, serve: Serve) -> CheckOut<C> {
-        record!(self.record_check_out(now, deadline, matches!(serve, Serve::Directly)));
+    pub(crate) fn check_out(&mut self, now: Instant, wait: Wait, serve: Serve) -> CheckOut<C> {
+        // The clock `advance` sets, which a `Wait::For` counts from.
+        record!(self.record_check_out(
+            now,
+            wait.deadline(now.max(self.now)),
+            matches!(serve, Serve::Directly)
+        ));
         self.advance(now);
         self.hot.requests += 1;
         let id = WaiterId(self.hot.requests);
@@ -342,7 +377,7 @@ impl<C> Pool<C> {
                 // that is available; one that is now may still be served.
                 // Served here, in the input that started it, a checkout
                 // waited no time.
-                let passed = deadline.is_some_and(|d| d < self.now);
+                let passed = matches!(wait, Wait::Until(Some(d)) if d < self.now);
                 if self.queue.is_empty() && !passed {
                     if let Some(available) = self.take_available() {
                         return match serve {
@@ -358,6 +393,7 @@ impl<C> Pool<C> {
                         };
                     }
                 }
+                let deadline = wait.deadline(self.now);
                 if deadline.is_some_and(|d| d <= self.now) {
                     self.time_out(id, started_at);
                     return CheckOut::Later(id);

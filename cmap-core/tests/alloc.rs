@@ -12,7 +12,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use cmap_core::{Action, CheckOut, Output, Pool, PoolOptions};
+use cmap_core::{Action, CheckOut, Output, Pool, PoolOptions, Wait};
 use support::{origin, Conn};
 
 struct Counting;
@@ -86,7 +86,7 @@ fn check_out_and_in_of_an_available_connection_allocates_nothing() {
     let mut cycle = |now| {
         direct = !direct;
         let connection = if direct {
-            match pool.handle_check_out_direct(now, None) {
+            match pool.handle_check_out_direct(now, Wait::Until(None)) {
                 CheckOut::Ready(connection) => connection,
                 other => panic!("expected a connection at once, got {other:?}"),
             }

@@ -37,10 +37,10 @@ impl<M: ManageConnection, R: LocalRuntime> Drop for Queued<'_, M, R> {
 impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
     /// One checkout through the core: served at once, or queued until its
     /// slot is filled (the core fails it at its deadline).
-    async fn check_out_once(&self, now: Instant, wait: Wait) -> (Outcome<M::Connection>, Option<Instant>) {
-        match self.check_out(now, wait) {
-            (Ok(conn), deadline) => (Ok(conn), deadline),
-            (Err(queued), deadline) => (self.queued(queued).await, deadline),
+    async fn check_out_once(&self, now: Instant, wait: Wait) -> Outcome<M::Connection> {
+        match self.check_out(now, wait).0 {
+            Ok(conn) => Ok(conn),
+            Err(queued) => self.queued(queued).await,
         }
     }
 
@@ -78,7 +78,7 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
         for _ in 0..idle {
             // Only an available connection: a zero wait establishes none.
             let at = self.rt.now();
-            let Ok(conn) = self.check_out_once(at, Wait::For(Duration::ZERO)).await.0 else {
+            let Ok(conn) = self.check_out_once(at, Wait::For(Duration::ZERO)).await else {
                 break;
             };
             report.checked += 1;
@@ -165,10 +165,7 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
                 None => guard.mark_broken(),
             }
             drop(guard);
-            conn = self
-                .check_out_once(self.rt.now(), Wait::Until(deadline))
-                .await
-                .0?;
+            conn = self.check_out_once(self.rt.now(), Wait::Until(deadline)).await?;
         }
     }
 }

@@ -117,22 +117,21 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
 
     /// A checkout at `now` (raised to the core's clock if older): served
     /// at once, or queued with a slot of its own. Its deadline is `wait`'s,
-    /// or the wait-queue timeout's from `now` (one clock reading for both).
+    /// or the wait-queue timeout's from `now` (one clock reading for both),
+    /// returned for the manager's check (`None` without one: the common
+    /// checkout, served at once, computes none).
     pub(crate) fn check_out(&self, now: Instant, wait: Wait) -> (CheckedOut<M::Connection>, Option<Instant>) {
         let mut core = self.core.borrow_mut();
         // Inputs reach the core in time order, and a deadline is never
         // computed from an instant older than its clock.
         let now = now.max(core.now());
-        let deadline = match wait {
-            Wait::QueueTimeout => core
-                .options()
-                .wait_queue_timeout()
-                .and_then(|t| now.checked_add(t)),
-            Wait::For(timeout) => now.checked_add(timeout),
-            Wait::Until(deadline) => deadline,
+        let wait = match wait {
+            Wait::QueueTimeout => cmap_core::Wait::at_most(core.options().wait_queue_timeout()),
+            Wait::For(timeout) => cmap_core::Wait::For(timeout),
+            Wait::Until(deadline) => cmap_core::Wait::Until(deadline),
         };
         core.set_events_enabled(self.events.wanted());
-        let result = match core.handle_check_out_direct(now, deadline) {
+        let result = match core.handle_check_out_direct(now, wait) {
             cmap_core::CheckOut::Ready(conn) => Ok(conn),
             cmap_core::CheckOut::Later(id) => {
                 let slot = Rc::new(Slot::new());
@@ -141,7 +140,7 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
             }
         };
         self.settle(core);
-        (result, deadline)
+        (result, if M::CHECKS { wait.deadline(now) } else { None })
     }
 
     /// Steps 3 to 5, once the input's call is made. Most inputs (a

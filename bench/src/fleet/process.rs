@@ -244,7 +244,7 @@ impl Process {
             PoolState::Paused => self.parked.push(req),
             PoolState::Closed => w.metrics.failed(now, Failure::Stopped),
             PoolState::Ready => {
-                let deadline = Some(w.instant(req.deadline));
+                let deadline = cmap_core::Wait::Until(Some(w.instant(req.deadline)));
                 match self.pool.handle_check_out_direct(w.instant(now), deadline) {
                     CheckOut::Ready(conn) => self.use_connection(w, p, req, conn),
                     CheckOut::Later(id) => {

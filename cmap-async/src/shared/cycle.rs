@@ -66,7 +66,7 @@
 use std::task::Waker;
 use std::time::Instant;
 
-use cmap_core::{CheckOut, CheckOutError, PoolState, Pooled, WaiterId};
+use cmap_core::{CheckOut, CheckOutError, PoolState, Pooled, Wait, WaiterId};
 
 use super::{Locked, Shared};
 use crate::clock::CoarseNow;
@@ -116,11 +116,11 @@ impl<'a, M: ManageConnection, R: Runtime> Cycle<'a, M, R> {
         }
     }
 
-    /// A checkout waiting until `deadline` (`waker`: its future's, for the
+    /// A checkout waiting as `wait` says (`waker`: its future's, for the
     /// slot it waits in if it is queued), and the end of its cycle.
     #[inline]
-    pub(crate) fn check_out(mut self, deadline: Option<Instant>, waker: &Waker) -> Ended<M::Connection> {
-        let mut own = match self.locked.core.handle_check_out_direct(self.read.at, deadline) {
+    pub(crate) fn check_out(mut self, wait: Wait, waker: &Waker) -> Ended<M::Connection> {
+        let mut own = match self.locked.core.handle_check_out_direct(self.read.at, wait) {
             // Served, and nothing else to do: the common checkout.
             CheckOut::Ready(connection) if self.locked.left_no_action() => {
                 self.settle(None);

@@ -6,10 +6,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cmap_core::{CheckOutError, Pooled, SharedError, TimeoutContext};
+use cmap_core::{CheckOutError, Pooled, SharedError, TimeoutContext, Wait};
 
 use super::Shared;
-use crate::checkout::{Checking, Checkout, Limit};
+use crate::checkout::{Checking, Checkout};
 use crate::error::GetError;
 use crate::manager::ManageConnection;
 use crate::panics::Hook;
@@ -21,17 +21,17 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     /// One checkout, with no check after it, waiting at most `timeout`
     /// (`None`: no limit).
     pub(crate) fn check_out(&self, timeout: Option<Duration>) -> Checkout<'_, M, R> {
-        Checkout::new(self, Limit::After(timeout))
+        Checkout::new(self, Wait::at_most(timeout))
     }
 
     /// Checks out a connection that passes the manager's check, waiting at
     /// most `timeout` in all (`None`: no limit). The caller puts it in a
     /// guard.
     pub(crate) async fn get(&self, timeout: Option<Duration>) -> Result<Pooled<M::Connection>, GetError> {
-        let mut limit = Limit::After(timeout);
+        let mut wait = Wait::at_most(timeout);
         let mut issued_before = None;
         loop {
-            let mut checkout = Checkout::new(self, limit);
+            let mut checkout = Checkout::new(self, wait);
             let pooled = match (&mut checkout).await {
                 Ok(pooled) => pooled,
                 Err(mut error) => {
@@ -51,7 +51,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
                 return Ok(pooled);
             }
             // Later attempts (after a failed check) keep the first deadline.
-            limit = checkout.limit;
+            wait = checkout.wait;
             let issued_before = *issued_before.get_or_insert(checkout.issued_before);
             drop(checkout);
             // A connection made for this call: its check failing is an
@@ -62,9 +62,9 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
             // The checkout's one deadline covers the check too: a check
             // still running then (a round trip to a server that stopped
             // answering) is given up, and its connection closed.
-            let deadline = match limit {
-                Limit::Until(deadline) => deadline,
-                Limit::After(_) => None,
+            let deadline = match wait {
+                Wait::Until(deadline) => deadline,
+                Wait::For(_) => None,
             };
             let Some(checked) = self.check(checking.connection(), deadline).await else {
                 drop(checking);

@@ -9,7 +9,7 @@ use crate::support::Harness;
 use crate::{failed_reasons, io_error, one_connection_checked_in, opts, quiet};
 use cmap_core::{
     CheckOut, CheckOutError, CheckOutFailedReason, Clear, ClosedReason, EstablishFailure, PoolOptions,
-    PoolState,
+    PoolState, Wait,
 };
 
 #[test]
@@ -161,7 +161,7 @@ fn a_direct_check_out_returns_an_available_connection_with_the_same_events_and_n
     let c = h.take();
     h.check_in(c);
     h.clear_events();
-    let direct = h.pool.handle_check_out_direct(h.now, None);
+    let direct = h.pool.handle_check_out_direct(h.now, Wait::Until(None));
     h.drain();
     let CheckOut::Ready(c) = direct else {
         panic!("an available connection is served at once, got {direct:?}");
@@ -177,7 +177,7 @@ fn a_direct_check_out_returns_an_available_connection_with_the_same_events_and_n
 fn a_direct_check_out_that_must_wait_gets_its_outcome_as_an_action() {
     let mut h = Harness::ready(opts().max_pool_size(1).build().unwrap());
     // Nothing available: a connection is started, and it comes by Deliver.
-    let CheckOut::Later(first) = h.pool.handle_check_out_direct(h.now, None) else {
+    let CheckOut::Later(first) = h.pool.handle_check_out_direct(h.now, Wait::Until(None)) else {
         panic!("nothing is available yet");
     };
     h.drain();
@@ -186,7 +186,7 @@ fn a_direct_check_out_that_must_wait_gets_its_outcome_as_an_action() {
     assert_eq!(h.delivered[0].0, first);
     let c = h.delivered.remove(0).1;
     // At maxPoolSize: queued, served by the check-in.
-    let CheckOut::Later(second) = h.pool.handle_check_out_direct(h.now, None) else {
+    let CheckOut::Later(second) = h.pool.handle_check_out_direct(h.now, Wait::Until(None)) else {
         panic!("the only connection is in use");
     };
     h.drain();
@@ -199,7 +199,7 @@ fn a_direct_check_out_that_must_wait_gets_its_outcome_as_an_action() {
     h.check_in(c);
     h.pool.handle_clear(h.now, Clear::default()).unwrap();
     h.drain();
-    let CheckOut::Later(third) = h.pool.handle_check_out_direct(h.now, None) else {
+    let CheckOut::Later(third) = h.pool.handle_check_out_direct(h.now, Wait::Until(None)) else {
         panic!("a paused pool serves nothing");
     };
     h.drain();
