@@ -267,6 +267,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     }
 
     /// Gives back a checked-out connection.
+    #[inline]
     pub(crate) fn check_in(&self, connection: Pooled<M::Connection>) {
         let mut cycle = self.cycle(self.read_clock(), false);
         let closed = cycle.inner().core.state() == PoolState::Closed;
