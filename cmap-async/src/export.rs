@@ -67,14 +67,14 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
 
     /// Under the pool's lock, after an input: what it leaves the metrics,
     /// if the pool exports them.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn measured(&self, inner: &mut Inner<M::Connection>) -> Option<Measured> {
         self.metrics.as_ref()?.take(&mut inner.core)
     }
 
     /// Once the lock is released: `measured` applied, a panic of the
     /// recorder's caught once for the lot.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn apply_measured(&self, measured: Option<Measured>) {
         if let (Some(measured), Some(metrics)) = (&measured, &self.metrics) {
             let _ = self
