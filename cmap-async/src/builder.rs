@@ -256,6 +256,9 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
             (0, _) => None,
             (capacity, dir) => Some(Box::new(crate::flight::Flight::new(capacity, dir))),
         };
+        // Before the ready input: its measures count.
+        #[cfg(feature = "metrics")]
+        let metrics = self.settings.metrics.then(|| crate::Metrics::new(&address));
         let shared = Shared::new(
             manager,
             rt,
@@ -267,12 +270,9 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
             leaks,
             #[cfg(feature = "recorder")]
             flight,
+            #[cfg(feature = "metrics")]
+            metrics,
         );
-        #[cfg(feature = "metrics")]
-        if self.settings.metrics {
-            // Before the ready input: the first events count.
-            crate::export::subscribe(&shared);
-        }
         let start_paused = self.settings.start_paused;
         shared.input(|inner, now| {
             if !start_paused {

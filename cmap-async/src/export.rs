@@ -1,15 +1,21 @@
 //! Metrics export through the [`metrics`] facade (feature `metrics`,
 //! turned on per pool by [`PoolBuilder::metrics`](crate::PoolBuilder::metrics)).
 //!
-//! It is one more event subscriber: a callback on the pool's own events,
-//! registered at build. Its handles (counters, gauges, histograms) are
-//! taken from the recorder current at build (the global one, or one set
-//! with `metrics::with_local_recorder` around `build`) and kept, so an
-//! event costs no registry look-up. After each event the gauges are set
-//! from the pool's status (one lock of the pool, outside the lock the
-//! event was produced under), so they never drift, whatever the events
-//! say or omit (a checkout cancelled by its caller has none). The use time
-//! comes with `ConnectionCheckedIn` (`held`): no clock read, no table.
+//! It is fed on the input paths themselves, not through events (as
+//! HikariCP's metrics tracker is called on its checkout and check-in
+//! paths): the core queues a [`Measure`] (a duration or a reason, no
+//! address) wherever it emits an event the metrics count, and the pool's
+//! events stay off when nobody else reads them. Under the pool's lock an
+//! input takes its measures (a swap with a buffer of the thread's) and
+//! how far its status moved the gauges ([`Metrics::take`]); once the lock
+//! is released they are applied to the handles ([`Metrics::apply`]), with
+//! one catch of a panic for the lot. The gauges move by the difference
+//! between two statuses taken under the lock, so inputs applied in any
+//! order leave them exact, and a gauge that did not move is not touched.
+//! The handles (counters, gauges, histograms) are taken from the recorder
+//! current at build (the global one, or one set with
+//! `metrics::with_local_recorder` around `build`) and kept: no registry
+//! look-up per sample.
 //!
 //! Every metric carries the label `address` (`host:port`); the names:
 //!
@@ -29,15 +35,55 @@
 //! | `cmap_connection_use_seconds` | histogram | from checked out to checked in |
 //! | `cmap_connection_connect_seconds` | histogram | from created to ready (establishment) |
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-use cmap_core::{Address, CheckOutFailedReason, Event, Status};
+use cmap_core::{Address, CheckOutFailedReason, Measure, Pool, Status};
 use metrics::{Counter, Gauge, Histogram, Unit};
 
 use crate::manager::ManageConnection;
-use crate::panics::{Hook, Panics};
+use crate::panics::Hook;
 use crate::runtime::Runtime;
-use crate::shared::Shared;
+use crate::shared::{Locked, Shared};
+use crate::under_lock::{Handed, Inner};
+
+impl<M: ManageConnection, R: Runtime> Shared<M, R> {
+    /// `Cycle::settle`, the fast path, for a pool that exports metrics:
+    /// the input's measures taken under the lock, applied once it is
+    /// released, before a hand-over's slot is filled (as events are
+    /// delivered before).
+    #[inline(never)]
+    pub(crate) fn settle_measured(
+        &self,
+        mut locked: Locked<'_, M::Connection>,
+        handed: Option<Handed<M::Connection>>,
+    ) {
+        let measured = self.measured(&mut locked);
+        self.release(locked);
+        self.apply_measured(measured);
+        if let Some((slot, connection)) = handed {
+            self.fill((slot, Ok(connection)));
+        }
+    }
+
+    /// Under the pool's lock, after an input: what it leaves the metrics,
+    /// if the pool exports them.
+    #[inline(always)]
+    pub(crate) fn measured(&self, inner: &mut Inner<M::Connection>) -> Option<Measured> {
+        self.metrics.as_ref()?.take(&mut inner.core)
+    }
+
+    /// Once the lock is released: `measured` applied, a panic of the
+    /// recorder's caught once for the lot.
+    #[inline(always)]
+    pub(crate) fn apply_measured(&self, measured: Option<Measured>) {
+        if let (Some(measured), Some(metrics)) = (&measured, &self.metrics) {
+            let _ = self
+                .events
+                .panics
+                .call(Hook::EventCallback, || metrics.apply(measured));
+        }
+    }
+}
 
 /// The closing reasons of `ClosedReason::as_str`, registered at build.
 const CLOSED_REASONS: [&str; 7] = [
@@ -53,17 +99,16 @@ const CLOSED_REASONS: [&str; 7] = [
 /// The failure reasons of `CheckOutFailedReason::as_str`.
 const FAILED_REASONS: [&str; 3] = ["timeout", "poolClosed", "connectionError"];
 
-/// One pool's metric handles, fed its events: every adapter's export
-/// (cmap-async subscribes it below, cmap-local from its own events).
+/// One pool's metric handles, fed its measures: every adapter's export.
 /// Public for the adapters only.
 #[doc(hidden)]
 pub struct Metrics {
     address: String,
-    idle: Gauge,
-    in_use: Gauge,
-    pending: Gauge,
-    total: Gauge,
-    waiting: Gauge,
+    /// Idle, in use, pending, total, waiting.
+    gauges: [Gauge; 5],
+    /// The gauges' values as of the last [`take`](Self::take): read and
+    /// written only under the pool's lock (atomics only to be `Sync`).
+    shown: [AtomicUsize; 5],
     opened: Counter,
     closed: Vec<(&'static str, Counter)>,
     checked_out: Counter,
@@ -72,6 +117,19 @@ pub struct Metrics {
     wait: Histogram,
     usage: Histogram,
     connect: Histogram,
+}
+
+/// What one input leaves the metrics: taken under the pool's lock
+/// ([`Metrics::take`]), applied after it ([`Metrics::apply`]).
+#[doc(hidden)]
+pub struct Measured {
+    /// The first two measures, inline: most inputs leave one at most, a
+    /// check-in handing its connection to a waiter two.
+    few: [Option<Measure>; 2],
+    /// The others, in order (none, and no allocation, for most inputs).
+    rest: Vec<Measure>,
+    /// How far each gauge moved: idle, in use, pending, total, waiting.
+    moved: [i32; 5],
 }
 
 fn describe() {
@@ -102,8 +160,16 @@ fn describe() {
     );
 }
 
+/// The gauges' values in `status`, in [`Metrics::gauges`]' order.
+#[inline]
+fn gauged(s: &Status) -> [usize; 5] {
+    [s.available, s.in_use, s.pending, s.total, s.waiting]
+}
+
 impl Metrics {
     /// The handles of the pool at `address`, from the current recorder.
+    /// Switch the core's measures on ([`Pool::set_measures_enabled`]) to
+    /// feed it.
     pub fn new(address: &Address) -> Metrics {
         describe();
         let a = address.to_string();
@@ -123,12 +189,17 @@ impl Metrics {
                 (*r, counter)
             })
             .collect();
+        let gauges = [
+            "cmap_connections_idle",
+            "cmap_connections_in_use",
+            "cmap_connections_pending",
+            "cmap_connections_total",
+            "cmap_checkouts_waiting",
+        ]
+        .map(|name| metrics::gauge!(name, "address" => a.clone()));
         Metrics {
-            idle: metrics::gauge!("cmap_connections_idle", "address" => a.clone()),
-            in_use: metrics::gauge!("cmap_connections_in_use", "address" => a.clone()),
-            pending: metrics::gauge!("cmap_connections_pending", "address" => a.clone()),
-            total: metrics::gauge!("cmap_connections_total", "address" => a.clone()),
-            waiting: metrics::gauge!("cmap_checkouts_waiting", "address" => a.clone()),
+            gauges,
+            shown: Default::default(),
             opened: metrics::counter!("cmap_connections_opened_total", "address" => a.clone()),
             closed,
             checked_out: metrics::counter!("cmap_checkouts_total", "address" => a.clone()),
@@ -138,6 +209,49 @@ impl Metrics {
             usage: metrics::histogram!("cmap_connection_use_seconds", "address" => a.clone()),
             connect: metrics::histogram!("cmap_connection_connect_seconds", "address" => a.clone()),
             address: a,
+        }
+    }
+
+    /// Under the pool's lock, after an input: its measures, and how far
+    /// the gauges moved since the last input (`None`: neither).
+    #[inline(always)]
+    pub fn take<C>(&self, core: &mut Pool<C>) -> Option<Measured> {
+        let mut moved = [0; 5];
+        for ((moved, shown), now) in moved.iter_mut().zip(&self.shown).zip(gauged(&core.status())) {
+            let was = shown.load(Ordering::Relaxed);
+            if was != now {
+                shown.store(now, Ordering::Relaxed);
+                *moved = now as i32 - was as i32;
+            }
+        }
+        let measures = core.measures();
+        if measures.is_empty() && moved == [0; 5] {
+            return None;
+        }
+        let few = [measures.first().copied(), measures.get(1).copied()];
+        // Most inputs leave two measures at most: nothing to collect then.
+        let rest = measures.get(2..).map_or(Vec::new(), <[Measure]>::to_vec);
+        core.clear_measures();
+        Some(Measured { few, rest, moved })
+    }
+
+    /// Once the lock is released: `measured` counted, recorded, and the
+    /// gauges moved. The caller catches a panic of the recorder's.
+    #[inline(always)]
+    pub fn apply(&self, measured: &Measured) {
+        if let Some(first) = measured.few[0] {
+            self.count(first);
+        }
+        if let Some(second) = measured.few[1] {
+            self.count(second);
+            for measure in &measured.rest {
+                self.count(*measure);
+            }
+        }
+        for (gauge, moved) in self.gauges.iter().zip(measured.moved) {
+            if moved != 0 {
+                gauge.increment(f64::from(moved));
+            }
         }
     }
 
@@ -152,60 +266,30 @@ impl Metrics {
         }
     }
 
-    /// Counts `event` (the counters and histograms).
-    pub fn count(&self, event: &Event) {
-        match event {
-            Event::ConnectionReady { duration, .. } => {
-                self.opened.increment(1);
-                self.connect.record(duration.as_secs_f64());
-            }
-            Event::ConnectionClosed { reason, .. } => {
-                self.by_reason(&self.closed, "cmap_connections_closed_total", reason.as_str());
-            }
-            Event::ConnectionCheckedOut { duration, .. } => {
+    #[inline]
+    fn count(&self, measure: Measure) {
+        match measure {
+            Measure::CheckedOut { duration } => {
                 self.checked_out.increment(1);
                 self.wait.record(duration.as_secs_f64());
             }
-            Event::ConnectionCheckedIn { held, .. } => self.usage.record(held.as_secs_f64()),
-            Event::ConnectionCheckOutFailed { reason, .. } => {
+            Measure::CheckedIn { held } => self.usage.record(held.as_secs_f64()),
+            Measure::Ready { duration } => {
+                self.opened.increment(1);
+                self.connect.record(duration.as_secs_f64());
+            }
+            Measure::Closed { reason } => {
+                self.by_reason(&self.closed, "cmap_connections_closed_total", reason.as_str());
+            }
+            Measure::CheckOutFailed { reason } => {
                 self.by_reason(&self.failed, "cmap_checkout_failures_total", reason.as_str());
-                if *reason == CheckOutFailedReason::Timeout {
+                if reason == CheckOutFailedReason::Timeout {
                     self.timeouts.increment(1);
                 }
             }
             _ => {}
         }
     }
-
-    /// Sets the gauges from `status`, the pool's, read after the events
-    /// counted (`None`: the pool is gone).
-    pub fn gauges(&self, status: Option<Status>) {
-        if let Some(s) = status {
-            self.idle.set(s.available as f64);
-            self.in_use.set(s.in_use as f64);
-            self.pending.set(s.pending as f64);
-            self.total.set(s.total as f64);
-            self.waiting.set(s.waiting as f64);
-        }
-    }
-}
-
-/// Subscribes the pool's metrics to its events (at build, before the pool
-/// is marked ready, so the first events count); the gauges are set once per
-/// batch delivered.
-pub(crate) fn subscribe<M: ManageConnection, R: Runtime>(shared: &Arc<Shared<M, R>>) {
-    let metrics = Metrics::new(&shared.address);
-    // Weakly: the subscription lives in the pool.
-    let pool = Arc::downgrade(shared);
-    let _ = shared
-        .events
-        .on_batch(Arc::new(move |events: &[Event], panics: &Panics| {
-            for event in events {
-                let _ = panics.call(Hook::EventCallback, || metrics.count(event));
-            }
-            let status = pool.upgrade().map(|p| p.lock().core.status());
-            let _ = panics.call(Hook::EventCallback, || metrics.gauges(status));
-        }));
 }
 
 #[cfg(test)]

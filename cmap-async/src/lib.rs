@@ -121,7 +121,7 @@ pub use panics::{Hook, Panicked};
 // For cmap-local, which catches, watches and exports as this crate does.
 #[cfg(feature = "metrics")]
 #[doc(hidden)]
-pub use export::Metrics;
+pub use export::{Measured, Metrics};
 #[doc(hidden)]
 pub use leak::{Back, LeakBook, LeakNext, LeakReport};
 #[doc(hidden)]

@@ -377,9 +377,10 @@ macro_rules! __pool_builder_setters {
             /// [`build`](Self::build) runs: install the exporter's recorder
             /// first (or build inside `metrics::with_local_recorder`).
             ///
-            /// It is one more event subscriber (the core builds events, and
-            /// each is counted and then read the pool's status for the
-            /// gauges); off, nothing of it exists.
+            /// It is fed by each checkout and check-in directly, not through
+            /// events (the core queues a small measure where it emits the
+            /// matching event, and the pool applies them once its lock is
+            /// released); off, nothing of it exists.
             ///
             /// ```
             /// # use cmap_async::{ManageConnection, PoolBuilder, Runtime};

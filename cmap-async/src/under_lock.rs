@@ -102,6 +102,9 @@ pub(crate) struct Deferred<'a, C> {
     pub(crate) rearm: bool,
     /// The events drained, to deliver.
     pub(crate) events: Outbox<'a>,
+    /// What the input leaves the metrics, to apply.
+    #[cfg(feature = "metrics")]
+    pub(crate) measured: Option<crate::export::Measured>,
 }
 
 /// The rarer part of [`Deferred`]: what only some inputs leave (a
@@ -125,6 +128,8 @@ impl<C> Default for Deferred<'_, C> {
             interrupt: false,
             rearm: false,
             events: Outbox::Empty,
+            #[cfg(feature = "metrics")]
+            measured: None,
         }
     }
 }
@@ -133,6 +138,10 @@ impl<C> Deferred<'_, C> {
     /// Nothing to do after the lock: the common served checkout or
     /// check-in nobody waited for.
     pub(crate) fn is_empty(&self) -> bool {
+        #[cfg(feature = "metrics")]
+        if self.measured.is_some() {
+            return false;
+        }
         self.served.is_none()
             && self.rare.is_none()
             && !self.interrupt

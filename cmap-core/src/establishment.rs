@@ -9,6 +9,7 @@ use crate::connection::{ConnectionId, Meta, ServiceId, WaiterId};
 use crate::connection_set::{Available, Pending};
 use crate::error::{CheckOutError, ClearCause, EstablishError, UsageError};
 use crate::event::{ClosedReason, Event};
+use crate::measure::Measure;
 use crate::options::EstablishFailure;
 use crate::output::Action;
 use crate::pace::Reaction;
@@ -55,6 +56,7 @@ impl<C> Pool<C> {
         if self.pace.on_established(duration) == Reaction::Cut {
             self.stats.connecting_cuts += 1;
         }
+        self.measure(Measure::Ready { duration });
         self.emit(|p| Event::ConnectionReady {
             address: p.address.clone(),
             connection_id: id,

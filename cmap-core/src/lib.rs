@@ -125,6 +125,7 @@ mod input;
 mod invariants;
 mod lifecycle;
 mod maintenance;
+mod measure;
 mod options;
 mod output;
 mod output_queue;
@@ -158,6 +159,7 @@ pub use error::{
 pub use event::{CheckOutFailedReason, ClosedReason, Event};
 pub use id_deque::IdDeque;
 pub use input::{HandleError, Handled, Input, InputKind};
+pub use measure::Measure;
 pub use options::{
     AdaptiveConnecting, EstablishFailure, OptionsError, PoolOptions, PoolOptionsBuilder, Reconnect,
 };

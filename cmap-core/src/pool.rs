@@ -45,6 +45,7 @@ use crate::connection::{ConnectionId, Meta, PoolId, Pooled, ServiceId, WaiterId}
 use crate::connection_set::{Available, ConnectionSet, InUse};
 use crate::error::{CheckInError, ClearCause, EstablishError};
 use crate::event::{ClosedReason, Event};
+use crate::measure::Measure;
 use crate::options::PoolOptions;
 use crate::output::{Action, Output};
 use crate::pace::Pace;
@@ -169,6 +170,9 @@ pub struct Pool<C> {
     pub(crate) events_enabled: bool,
     /// Events kept out of `out`, for [`Pool::take_events`].
     pub(crate) events_apart: bool,
+    /// Whether `measures` are queued (`measure.rs`); never recorded.
+    #[cfg_attr(feature = "recorder", serde(skip))]
+    pub(crate) measures_enabled: bool,
     pub(crate) generation: u32,
     pub(crate) options: Arc<PoolOptions>,
     #[cfg_attr(feature = "recorder", serde(skip, default = "PoolId::unset"))]
@@ -182,6 +186,8 @@ pub struct Pool<C> {
     pub(crate) out: VecDeque<Output<C>>,
     #[cfg_attr(feature = "recorder", serde(skip))]
     pub(crate) apart: Vec<Event>,
+    #[cfg_attr(feature = "recorder", serde(skip))]
+    pub(crate) measures: Vec<Measure>,
     pub(crate) address: Address,
     #[cfg_attr(feature = "recorder", serde(with = "crate::recorder::codec::pairs"))]
     pub(crate) services: BTreeMap<ServiceId, ServiceGeneration>,
@@ -301,6 +307,8 @@ impl<C> Pool<C> {
             events_enabled: true,
             events_apart: false,
             apart: Vec::new(),
+            measures_enabled: false,
+            measures: Vec::new(),
             now,
             hot: HotCounters::default(),
             next_run,
@@ -467,6 +475,7 @@ impl<C> Pool<C> {
         self.advance(now);
         let Pooled { mut meta, conn } = connection;
         let (entry, held) = self.end_use(&meta);
+        self.measure(Measure::CheckedIn { held });
         self.emit(|p| Event::ConnectionCheckedIn {
             address: p.address.clone(),
             connection_id: meta.id,
@@ -636,6 +645,7 @@ impl<C> Pool<C> {
 
     /// Marks an available connection in use by a checkout that `waited`
     /// for it, and emits its `ConnectionCheckedOut`.
+    #[inline]
     pub(crate) fn hand_out(&mut self, waited: Duration, available: Available<C>) -> Pooled<C> {
         let Available { mut meta, conn } = available;
         meta.slot = self.conns.insert_in_use(InUse {
@@ -649,6 +659,7 @@ impl<C> Pool<C> {
 
     /// [`hand_out`](Self::hand_out) of a connection that still holds its
     /// cell in the in-use table (a check-in handed straight to a waiter).
+    #[inline]
     pub(crate) fn hand_out_held(&mut self, waited: Duration, mut meta: Box<Meta>, conn: C) -> Pooled<C> {
         meta.checked_out_at = self.now;
         // Zero for most checkouts (served in the input that started them):
@@ -656,6 +667,7 @@ impl<C> Pool<C> {
         if !waited.is_zero() {
             self.hot.wait_time += waited;
         }
+        self.measure(Measure::CheckedOut { duration: waited });
         self.emit(|p| Event::ConnectionCheckedOut {
             address: p.address.clone(),
             connection_id: meta.id,
@@ -686,6 +698,7 @@ impl<C> Pool<C> {
     ) {
         self.stats.connections_closed += 1;
         self.release_service(service_id);
+        self.measure(Measure::Closed { reason });
         self.emit(|p| Event::ConnectionClosed {
             address: p.address.clone(),
             connection_id: id,

@@ -10,6 +10,7 @@ use crate::connection::{ConnectionId, WaiterId};
 use crate::connection_set::Available;
 use crate::error::{CheckOutError, TimeoutContext, UsageError};
 use crate::event::{CheckOutFailedReason, ClosedReason, Event};
+use crate::measure::Measure;
 use crate::output::Action;
 use crate::pool::{HandOver, Pool, PoolState, Serve};
 use crate::wait_queue::Waiter;
@@ -193,9 +194,11 @@ impl<C> Pool<C> {
     pub(crate) fn fail(&mut self, waiter: WaiterId, started_at: Instant, error: CheckOutError) {
         self.stats.requests_failed += 1;
         let duration = self.since(started_at);
+        let reason = CheckOutFailedReason::of(&error);
+        self.measure(Measure::CheckOutFailed { reason });
         self.emit(|p| Event::ConnectionCheckOutFailed {
             address: p.address.clone(),
-            reason: CheckOutFailedReason::of(&error),
+            reason,
             error: Box::new(error.clone()),
             duration,
         });

@@ -141,20 +141,12 @@ impl<M: ManageConnection, R: LocalRuntime> PoolBuilder<M, R> {
                 (0, _) => None,
                 (capacity, dir) => Some(crate::flight::Flight::new(capacity, dir)),
             },
+            #[cfg(feature = "metrics")]
+            metrics,
         });
+        // Before the ready input: its measures count.
         #[cfg(feature = "metrics")]
-        if let Some(metrics) = metrics {
-            // Before the ready input, so the first events count; weakly,
-            // as the subscription lives in the pool.
-            let pool = Rc::downgrade(&shared);
-            let _ = shared.events.subscribe(Rc::new(move |event: &Event| {
-                metrics.count(event);
-                metrics.gauges(
-                    pool.upgrade()
-                        .and_then(|p| p.core.try_borrow().ok().map(|c| c.status())),
-                );
-            }));
-        }
+        (shared.core.borrow_mut()).set_measures_enabled(shared.metrics.is_some());
         let start_paused = self.settings.start_paused;
         shared.input(|core, now| {
             if !start_paused {

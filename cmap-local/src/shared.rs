@@ -92,6 +92,9 @@ pub(crate) struct Shared<M: ManageConnection, R> {
     pub(crate) leaks: Option<Leaks>,
     #[cfg(feature = "recorder")]
     pub(crate) flight: Option<crate::flight::Flight>,
+    /// The metrics export, fed the core's measures after every input.
+    #[cfg(feature = "metrics")]
+    pub(crate) metrics: Option<cmap_async::Metrics>,
 }
 
 /// A checkout's deadline: the pool's wait-queue timeout from the
@@ -147,11 +150,22 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
     /// checkout served at once, a check-in nobody waits for, events off)
     /// leave no output: then only the timer and the recorder look.
     #[inline(always)]
-    fn settle(&self, core: RefMut<'_, Core<M::Connection>>) {
+    #[cfg_attr(not(feature = "metrics"), allow(unused_mut))]
+    fn settle(&self, mut core: RefMut<'_, Core<M::Connection>>) {
+        #[cfg(feature = "metrics")]
+        let measured = self.metrics.as_ref().and_then(|m| m.take(&mut core));
         if core.has_output() {
             self.settle_outputs(core);
         } else {
             self.after_input(&core);
+            drop(core);
+        }
+        // The core released: a recorder is user code.
+        #[cfg(feature = "metrics")]
+        if let (Some(metrics), Some(measured)) = (&self.metrics, measured) {
+            let _ = catch_panic(&*self.events.panics, Hook::EventCallback, || {
+                metrics.apply(&measured)
+            });
         }
     }
 

@@ -27,7 +27,9 @@
 //!    [`Deferred`]: only its events, if any, are taken and sealed (steps 4
 //!    and 5), a queued checkout's slot put in (step 5) and the timer
 //!    re-armed if its deadline moved earlier (only a queued checkout moves
-//!    it), and steps 6, 8 and 9 follow.
+//!    it), and steps 6, 8 and 9 follow. With metrics, every input also
+//!    takes its measures under the lock and applies them after step 7
+//!    (`export.rs`).
 //! 4. **Drain** (`Inner::drain`): bookkeeping only, into the input's
 //!    [`Deferred`]: the input's events taken into its outbox
 //!    (`events::Outbox`: the first event tries the delivery turn, and
@@ -180,7 +182,12 @@ impl<'a, M: ManageConnection, R: Runtime> Cycle<'a, M, R> {
         limit: usize,
     ) -> bool {
         let (hub, interrupts, now) = (&self.shared.events, &self.shared.interrupts, self.read.at);
-        (self.locked).drain(now, hub, interrupts, deferred, own, limit)
+        let more = (self.locked).drain(now, hub, interrupts, deferred, own, limit);
+        #[cfg(feature = "metrics")]
+        {
+            deferred.measured = self.shared.measured(&mut self.locked);
+        }
+        more
     }
 
     /// The fast path, for an input that left no action: no [`Deferred`];
@@ -191,11 +198,12 @@ impl<'a, M: ManageConnection, R: Runtime> Cycle<'a, M, R> {
     /// or starts nothing); a queued checkout re-arms it itself.
     #[inline(always)]
     fn settle(self, handed: Option<Handed<M::Connection>>) {
-        if self.locked.core.pending_events() > 0 {
-            self.shared.settle_with_events(self.locked);
-        } else {
-            self.shared.unlock(self.locked);
+        // Out of line (`export.rs`): a pool without metrics tests for them.
+        #[cfg(feature = "metrics")]
+        if self.shared.metrics.is_some() {
+            return self.shared.settle_measured(self.locked, handed);
         }
+        self.shared.release(self.locked);
         if let Some((slot, connection)) = handed {
             self.shared.fill((slot, Ok(connection)));
         }
@@ -277,6 +285,17 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         }
     }
 
+    /// The fast path's release (`Cycle::settle`): events taken and sealed
+    /// (if any), the lock released, the events delivered.
+    #[inline(always)]
+    pub(crate) fn release(&self, locked: Locked<'_, M::Connection>) {
+        if locked.core.pending_events() > 0 {
+            self.settle_with_events(locked);
+        } else {
+            self.unlock(locked);
+        }
+    }
+
     /// The fast path (`Cycle::settle`) for an input that left events: out of line, so
     /// that the settling of an input without any stays small.
     #[inline(never)]
@@ -310,6 +329,8 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
             interrupt,
             rearm,
             events,
+            #[cfg(feature = "metrics")]
+            measured,
         } = deferred;
         let mut later = Vec::new();
         if let Some(rare) = rare {
@@ -344,6 +365,8 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         if rearm {
             self.wake_timer();
         }
+        #[cfg(feature = "metrics")]
+        self.apply_measured(measured);
         events.deliver();
         // After the events: a checkout served or failed by this input must
         // not see its outcome before its `ConnectionCheckedOut` or
@@ -361,7 +384,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     /// Puts a waiting checkout's outcome in its slot and wakes it; if its
     /// future was dropped meanwhile (it found its waiter already gone, so
     /// it cancelled nothing), a connection goes back to the pool.
-    fn fill(&self, (slot, outcome): SlotFill<M::Connection>) {
+    pub(crate) fn fill(&self, (slot, outcome): SlotFill<M::Connection>) {
         let mut state = lock_slot(&slot);
         match &mut *state {
             Slot::Waiting(waker) => {

@@ -103,6 +103,10 @@ pub(crate) struct Shared<M: ManageConnection, R: Runtime> {
     /// The flight recorder, when the builder turned it on.
     #[cfg(feature = "recorder")]
     pub(crate) flight: Option<Box<crate::flight::Flight>>,
+    /// The metrics export, when the builder turned it on: fed the core's
+    /// measures by every input (`Cycle::settle`, `Shared::perform`).
+    #[cfg(feature = "metrics")]
+    pub(crate) metrics: Option<crate::Metrics>,
 }
 
 impl<M: ManageConnection, R: Runtime> Shared<M, R> {
@@ -113,11 +117,14 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         address: Address,
         options: PoolOptions,
         timeouts: Timeouts,
-        core: cmap_core::Pool<M::Connection>,
+        mut core: cmap_core::Pool<M::Connection>,
         events: Arc<EventHub>,
         leaks: Option<Box<Leaks>>,
         #[cfg(feature = "recorder")] flight: Option<Box<crate::flight::Flight>>,
+        #[cfg(feature = "metrics")] metrics: Option<crate::Metrics>,
     ) -> Arc<Self> {
+        #[cfg(feature = "metrics")]
+        core.set_measures_enabled(metrics.is_some());
         Arc::new_cyclic(|me| Shared {
             me: me.clone(),
             manager: Arc::new(manager),
@@ -137,6 +144,8 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
             leaks,
             #[cfg(feature = "recorder")]
             flight,
+            #[cfg(feature = "metrics")]
+            metrics,
         })
     }
 

@@ -9,7 +9,9 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
-use cmap_core::{Action, ClosedReason, InputKind, Pool, PoolOptions, PoolState, Pooled, ServiceId, WaiterId};
+use cmap_core::{
+    Action, ClosedReason, InputKind, Measure, Pool, PoolOptions, PoolState, Pooled, ServiceId, WaiterId,
+};
 
 use crate::steps::{Drawn, FailKind, Step};
 use crate::support::Conn;
@@ -346,6 +348,9 @@ pub(crate) struct Sim {
     pub(crate) failing_since: Option<Instant>,
     /// `ReconnectGaveUp` events this step.
     pub(crate) gave_up_events: u32,
+    /// The measures the events judged since the last drain call for
+    /// (`Sim::drain` checks the pool's against them).
+    pub(crate) measured: Vec<Measure>,
     /// Checkouts that kept waiting after their connection failed with an
     /// overload (for the generator's coverage).
     pub(crate) kept_waiting: u64,
@@ -384,6 +389,7 @@ impl Sim {
         let mut pool = Pool::new(t0, "test:27017".parse().unwrap(), options);
         let events = mode != Events::Off;
         pool.set_events_enabled(events);
+        pool.set_measures_enabled(true);
         let created = std::iter::from_fn(|| pool.poll_output()).count();
         ensure!(created <= 1, "a new pool emits only PoolCreated");
         pool.set_events_apart(mode == Events::Apart);
@@ -444,6 +450,7 @@ impl Sim {
             failure: None,
             failing_since: None,
             gave_up_events: 0,
+            measured: Vec::new(),
             kept_waiting: 0,
             pooled_seq: 0,
             resize: None,

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use cmap_core::virtual_time::{self, VirtualDriver};
-use cmap_core::{Action, CheckOutError, ClosedReason, ConnectionId, Event, Output, Pool, PoolState};
+use cmap_core::{Action, CheckOutError, ClosedReason, ConnectionId, Event, Measure, Output, Pool, PoolState};
 
 use crate::checks::check_labels;
 use crate::model::{CState, ConnEvents, ConnModel, Sim, WState};
@@ -52,7 +52,26 @@ impl Sim {
                 self.on_event(&e)?;
             }
         }
-        virtual_time::drain(self)
+        virtual_time::drain(self)?;
+        self.check_measures()
+    }
+
+    /// The pool's measures match the events judged, one for one, in order
+    /// (with events off, the transcript compares them with the run that had
+    /// events on: see `same_outputs`).
+    fn check_measures(&mut self) -> Result<(), String> {
+        let measures = self.pool.measures().to_vec();
+        self.pool.clear_measures();
+        let expected = std::mem::take(&mut self.measured);
+        ensure!(
+            !self.events || measures == expected,
+            "measures {measures:?}, events say {expected:?}"
+        );
+        for m in measures {
+            // Not `reason: ...`: the coverage report counts the events' own.
+            self.log(|| format!("measure {m:?}").replace(": ", "="));
+        }
+        Ok(())
     }
 
     pub(crate) fn on_action(&mut self, action: Action<Conn>) -> Result<(), String> {
@@ -314,6 +333,15 @@ impl Sim {
     }
 
     pub(crate) fn on_event(&mut self, e: &Event) -> Result<(), String> {
+        let measure = match *e {
+            Event::ConnectionCheckedOut { duration, .. } => Some(Measure::CheckedOut { duration }),
+            Event::ConnectionCheckedIn { held, .. } => Some(Measure::CheckedIn { held }),
+            Event::ConnectionReady { duration, .. } => Some(Measure::Ready { duration }),
+            Event::ConnectionClosed { reason, .. } => Some(Measure::Closed { reason }),
+            Event::ConnectionCheckOutFailed { reason, .. } => Some(Measure::CheckOutFailed { reason }),
+            _ => None,
+        };
+        self.measured.extend(measure);
         // ReconnectGaveUp is loud by design: it comes even with events off.
         ensure!(
             self.events || matches!(e, Event::ReconnectGaveUp { .. }),
