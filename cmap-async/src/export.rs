@@ -6,8 +6,8 @@
 //! paths): the core queues a [`Measure`] (a duration or a reason, no
 //! address) wherever it emits an event the metrics count, and the pool's
 //! events stay off when nobody else reads them. Under the pool's lock an
-//! input takes its measures (a swap with a buffer of the thread's) and
-//! how far its status moved the gauges ([`Metrics::take`]); once the lock
+//! input copies its measures out (one or two, most inputs) and notes how
+//! far its status moved the gauges ([`Metrics::take`]); once the lock
 //! is released they are applied to the handles ([`Metrics::apply`]), with
 //! one catch of a panic for the lot. The gauges move by the difference
 //! between two statuses taken under the lock, so inputs applied in any
