@@ -41,6 +41,12 @@ impl<C> Pool<C> {
     /// The next instant the core wants a `handle_timeout`: the earliest
     /// checkout deadline, background run, auto-ready or backoff end that
     /// matters now. `None`: nothing is scheduled.
+    ///
+    /// A checkout [`handle_check_out_direct`](Self::handle_check_out_direct)
+    /// serves at once, or a [`handle_check_in_direct`](Self::handle_check_in_direct),
+    /// that leaves no action never moves it earlier (neither queues,
+    /// closes or starts anything; the property tests check it): a driver
+    /// may skip this look after them.
     #[inline]
     pub fn poll_timeout(&self) -> Option<Instant> {
         // Called after every input: the common case (a ready pool, nobody
