@@ -37,7 +37,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use cmap_core::{Address, CheckOutFailedReason, Measure, Pool, Status};
+use cmap_core::{Address, CheckOutFailedReason, ClosedReason, Measure, Pool, Status};
 use metrics::{Counter, Gauge, Histogram, Unit};
 
 use crate::manager::ManageConnection;
@@ -85,34 +85,20 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     }
 }
 
-/// The closing reasons of `ClosedReason::as_str`, registered at build.
-const CLOSED_REASONS: [&str; 7] = [
-    "stale",
-    "idle",
-    "error",
-    "poolClosed",
-    "lifetime",
-    "detached",
-    "shrunk",
-];
-
-/// The failure reasons of `CheckOutFailedReason::as_str`.
-const FAILED_REASONS: [&str; 3] = ["timeout", "poolClosed", "connectionError"];
-
 /// One pool's metric handles, fed its measures: every adapter's export.
 /// Public for the adapters only.
 #[doc(hidden)]
 pub struct Metrics {
-    address: String,
     /// Idle, in use, pending, total, waiting.
     gauges: [Gauge; 5],
     /// The gauges' values as of the last [`take`](Self::take): read and
     /// written only under the pool's lock (atomics only to be `Sync`).
     shown: [AtomicUsize; 5],
     opened: Counter,
-    closed: Vec<(&'static str, Counter)>,
+    /// One counter per reason, registered at build.
+    closed: [(ClosedReason, Counter); ClosedReason::ALL.len()],
     checked_out: Counter,
-    failed: Vec<(&'static str, Counter)>,
+    failed: [(CheckOutFailedReason, Counter); CheckOutFailedReason::ALL.len()],
     timeouts: Counter,
     wait: Histogram,
     usage: Histogram,
@@ -173,22 +159,20 @@ impl Metrics {
     pub fn new(address: &Address) -> Metrics {
         describe();
         let a = address.to_string();
-        let closed = CLOSED_REASONS
-            .iter()
-            .map(|r| {
-                let counter =
-                    metrics::counter!("cmap_connections_closed_total", "address" => a.clone(), "reason" => *r);
-                (*r, counter)
-            })
-            .collect();
-        let failed = FAILED_REASONS
-            .iter()
-            .map(|r| {
-                let counter =
-                    metrics::counter!("cmap_checkout_failures_total", "address" => a.clone(), "reason" => *r);
-                (*r, counter)
-            })
-            .collect();
+        let closed = ClosedReason::ALL.map(|r| {
+            let reason = r.as_str();
+            (
+                r,
+                metrics::counter!("cmap_connections_closed_total", "address" => a.clone(), "reason" => reason),
+            )
+        });
+        let failed = CheckOutFailedReason::ALL.map(|r| {
+            let reason = r.as_str();
+            (
+                r,
+                metrics::counter!("cmap_checkout_failures_total", "address" => a.clone(), "reason" => reason),
+            )
+        });
         let gauges = [
             "cmap_connections_idle",
             "cmap_connections_in_use",
@@ -207,8 +191,7 @@ impl Metrics {
             timeouts: metrics::counter!("cmap_checkout_timeouts_total", "address" => a.clone()),
             wait: metrics::histogram!("cmap_checkout_wait_seconds", "address" => a.clone()),
             usage: metrics::histogram!("cmap_connection_use_seconds", "address" => a.clone()),
-            connect: metrics::histogram!("cmap_connection_connect_seconds", "address" => a.clone()),
-            address: a,
+            connect: metrics::histogram!("cmap_connection_connect_seconds", "address" => a),
         }
     }
 
@@ -255,14 +238,10 @@ impl Metrics {
         }
     }
 
-    /// A counter of `name` for `reason`: the one registered at build, or
-    /// (a reason added to the core since) one from the current recorder.
-    fn by_reason(&self, known: &[(&'static str, Counter)], name: &'static str, reason: &'static str) {
-        match known.iter().find(|(r, _)| *r == reason) {
-            Some((_, counter)) => counter.increment(1),
-            None => {
-                metrics::counter!(name, "address" => self.address.clone(), "reason" => reason).increment(1)
-            }
+    /// Counts one `reason` (every one was registered at build).
+    fn by_reason<R: PartialEq>(known: &[(R, Counter)], reason: R) {
+        if let Some((_, counter)) = known.iter().find(|(r, _)| *r == reason) {
+            counter.increment(1);
         }
     }
 
@@ -279,39 +258,15 @@ impl Metrics {
                 self.connect.record(duration.as_secs_f64());
             }
             Measure::Closed { reason } => {
-                self.by_reason(&self.closed, "cmap_connections_closed_total", reason.as_str());
+                Metrics::by_reason(&self.closed, reason);
             }
             Measure::CheckOutFailed { reason } => {
-                self.by_reason(&self.failed, "cmap_checkout_failures_total", reason.as_str());
+                Metrics::by_reason(&self.failed, reason);
                 if reason == CheckOutFailedReason::Timeout {
                     self.timeouts.increment(1);
                 }
             }
             _ => {}
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_known_reasons_are_the_cores() {
-        use cmap_core::ClosedReason as C;
-        let closed = [
-            C::Stale,
-            C::Idle,
-            C::Error,
-            C::PoolClosed,
-            C::Lifetime,
-            C::Detached,
-            C::Shrunk,
-        ]
-        .map(C::as_str);
-        assert_eq!(closed, CLOSED_REASONS);
-        use cmap_core::CheckOutFailedReason as F;
-        let failed = [F::Timeout, F::PoolClosed, F::ConnectionError].map(F::as_str);
-        assert_eq!(failed, FAILED_REASONS);
     }
 }

@@ -31,6 +31,18 @@ pub enum ClosedReason {
 }
 
 impl ClosedReason {
+    /// Every reason, for a driver that registers something per reason (a
+    /// metric label) up front.
+    pub const ALL: [ClosedReason; 7] = [
+        ClosedReason::Stale,
+        ClosedReason::Idle,
+        ClosedReason::Error,
+        ClosedReason::PoolClosed,
+        ClosedReason::Lifetime,
+        ClosedReason::Detached,
+        ClosedReason::Shrunk,
+    ];
+
     /// The spec's value (`"stale"`, `"idle"`, `"error"`, `"poolClosed"`).
     pub fn as_str(self) -> &'static str {
         match self {
@@ -73,6 +85,13 @@ pub enum CheckOutFailedReason {
 }
 
 impl CheckOutFailedReason {
+    /// Every reason (see [`ClosedReason::ALL`]).
+    pub const ALL: [CheckOutFailedReason; 3] = [
+        CheckOutFailedReason::PoolClosed,
+        CheckOutFailedReason::Timeout,
+        CheckOutFailedReason::ConnectionError,
+    ];
+
     /// The spec's value (`"poolClosed"`, `"timeout"`, `"connectionError"`).
     pub fn as_str(self) -> &'static str {
         match self {
@@ -270,5 +289,29 @@ mod tests {
             "{}",
             std::mem::size_of::<Event>()
         );
+    }
+
+    /// `ALL` holds each reason once; a new variant breaks the matches
+    /// below until it is listed (and counted) there too.
+    #[test]
+    fn all_lists_every_reason_once() {
+        let closed = ClosedReason::ALL.map(|r| match r {
+            ClosedReason::Stale
+            | ClosedReason::Idle
+            | ClosedReason::Error
+            | ClosedReason::PoolClosed
+            | ClosedReason::Lifetime
+            | ClosedReason::Detached
+            | ClosedReason::Shrunk => r.as_str(),
+        });
+        let failed = CheckOutFailedReason::ALL.map(|r| match r {
+            CheckOutFailedReason::PoolClosed
+            | CheckOutFailedReason::Timeout
+            | CheckOutFailedReason::ConnectionError => r.as_str(),
+        });
+        for names in [&closed[..], &failed[..]] {
+            let distinct: std::collections::BTreeSet<_> = names.iter().collect();
+            assert_eq!(distinct.len(), names.len(), "{names:?}");
+        }
     }
 }
