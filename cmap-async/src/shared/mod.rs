@@ -117,14 +117,18 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         address: Address,
         options: PoolOptions,
         timeouts: Timeouts,
-        mut core: cmap_core::Pool<M::Connection>,
+        core: cmap_core::Pool<M::Connection>,
         events: Arc<EventHub>,
         leaks: Option<Box<Leaks>>,
         #[cfg(feature = "recorder")] flight: Option<Box<crate::flight::Flight>>,
         #[cfg(feature = "metrics")] metrics: Option<crate::Metrics>,
     ) -> Arc<Self> {
         #[cfg(feature = "metrics")]
-        core.set_measures_enabled(metrics.is_some());
+        let core = {
+            let mut core = core;
+            core.set_measures_enabled(metrics.is_some());
+            core
+        };
         Arc::new_cyclic(|me| Shared {
             me: me.clone(),
             manager: Arc::new(manager),
