@@ -41,7 +41,7 @@ use cmap_core::{Address, CheckOutFailedReason, ClosedReason, Measure, Pool, Stat
 use metrics::{Counter, Gauge, Histogram, Unit};
 
 use crate::manager::ManageConnection;
-use crate::panics::Hook;
+use crate::panics::{catch_panic, CountPanics, Hook};
 use crate::runtime::Runtime;
 use crate::shared::{Locked, Shared};
 use crate::under_lock::{Handed, Inner};
@@ -77,10 +77,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     #[inline(always)]
     pub(crate) fn apply_measured(&self, measured: Option<Measured>) {
         if let (Some(measured), Some(metrics)) = (&measured, &self.metrics) {
-            let _ = self
-                .events
-                .panics
-                .call(Hook::EventCallback, || metrics.apply(measured));
+            metrics.apply(measured, &*self.events.panics);
         }
     }
 }
@@ -219,9 +216,16 @@ impl Metrics {
     }
 
     /// Once the lock is released: `measured` counted, recorded, and the
-    /// gauges moved. The caller catches a panic of the recorder's.
+    /// gauges moved, a panic of the recorder's caught (and counted in
+    /// `panics`) once for the lot: the rest of the input's metrics are
+    /// lost then.
     #[inline(always)]
-    pub fn apply(&self, measured: &Measured) {
+    pub fn apply(&self, measured: &Measured, panics: &impl CountPanics) {
+        let _ = catch_panic(panics, Hook::Metrics, || self.apply_uncaught(measured));
+    }
+
+    #[inline(always)]
+    fn apply_uncaught(&self, measured: &Measured) {
         if let Some(first) = measured.few[0] {
             self.count(first);
         }

@@ -35,6 +35,9 @@ pub enum Hook {
     EventCallback,
     /// A `tracing` subscriber recording one of the pool's log messages.
     Logging,
+    /// The `metrics` recorder the pool exports to
+    /// ([`PoolBuilder::metrics`](crate::PoolBuilder::metrics)).
+    Metrics,
     /// A connection's own `Drop`, run when the pool closes it.
     Close,
 }
@@ -48,6 +51,7 @@ impl Hook {
             Hook::IsBroken => "the manager's is_broken",
             Hook::EventCallback => "an event callback",
             Hook::Logging => "a tracing subscriber",
+            Hook::Metrics => "a metrics recorder",
             Hook::Close => "a connection's drop",
         }
     }

@@ -163,9 +163,7 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
         // The core released: a recorder is user code.
         #[cfg(feature = "metrics")]
         if let (Some(metrics), Some(measured)) = (&self.metrics, measured) {
-            let _ = catch_panic(&*self.events.panics, Hook::EventCallback, || {
-                metrics.apply(&measured)
-            });
+            metrics.apply(&measured, &*self.events.panics);
         }
     }
 
