@@ -114,6 +114,7 @@ impl<M: ManageConnection, R: LocalRuntime> PoolBuilder<M, R> {
         for callback in self.callbacks {
             let _ = events.subscribe(callback);
         }
+        events.refresh();
         // Spec: the pool is created paused and emits ConnectionPoolCreated.
         let core = cmap_core::Pool::new(rt.now(), address.clone(), options);
         #[cfg(feature = "metrics")]

@@ -27,6 +27,8 @@ pub(crate) struct Events {
     next: Cell<u64>,
     queue: RefCell<VecDeque<Event>>,
     delivering: Cell<bool>,
+    /// Whether the core should build events ([`refresh`](Events::refresh)).
+    wanted: Cell<bool>,
     /// Panics caught in user code, the manager's hooks included (shared
     /// with the establishing tasks, which hold the pool weakly).
     pub(crate) panics: Rc<Cell<u64>>,
@@ -46,6 +48,7 @@ impl Events {
         let id = self.next.get();
         self.next.set(id + 1);
         self.subscribers.borrow_mut().push((id, callback));
+        self.refresh();
         Subscription(id)
     }
 
@@ -53,11 +56,22 @@ impl Events {
         self.subscribers
             .borrow_mut()
             .retain(|(id, _)| *id != subscription.0);
+        self.refresh();
     }
 
-    /// Whether anyone reads events: the core builds none otherwise.
+    /// Whether anyone reads events: the core builds none otherwise. As of
+    /// the last [`refresh`](Self::refresh): a subscription, the pool's
+    /// build, and every turn of its timer look again.
+    #[inline]
     pub(crate) fn wanted(&self) -> bool {
-        !self.subscribers.borrow().is_empty() || log_enabled()
+        self.wanted.get()
+    }
+
+    /// Looks again at the subscribers and at the log level (a `tracing`
+    /// callsite check, too dear for every input).
+    pub(crate) fn refresh(&self) {
+        self.wanted
+            .set(!self.subscribers.borrow().is_empty() || log_enabled());
     }
 
     pub(crate) fn push(&self, event: Event) {

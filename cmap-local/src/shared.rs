@@ -19,9 +19,11 @@
 //!    failed, so that a checkout returns after its events, as the spec
 //!    emits them first.
 //!
-//! Most inputs (a checkout served at once, a check-in nobody waits for,
-//! events off) leave no output: steps 3 and 5 are then only the timer's
-//! deadline and the flight recorder looked at ([`Shared::settle`]).
+//! Most inputs (a checkout served at once, a check-in, events off) leave
+//! no output: steps 3 and 5 are then only the flight recorder looked at
+//! ([`Shared::settle`]). Such an input cannot move the core's next
+//! deadline earlier (it queues nobody and starts or closes nothing), so
+//! the timer is left as it is; any other input looks at the deadline.
 //!
 //! No user code runs while the core is borrowed; an action that needs a
 //! new input (a connection delivered to a checkout whose future is gone)
@@ -97,6 +99,15 @@ pub(crate) struct Shared<M: ManageConnection, R> {
     pub(crate) metrics: Option<cmap_async::Metrics>,
 }
 
+/// Whether an input that leaves no output looks at the core's next
+/// deadline: a checkout served at once and a check-in cannot move it
+/// earlier (`Pool::poll_timeout`'s guarantee), every other input may.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Rearm {
+    Always,
+    IfOutput,
+}
+
 /// A checkout's deadline: the pool's wait-queue timeout from the
 /// checkout's start, or the caller's own.
 #[derive(Clone, Copy, Debug)]
@@ -110,11 +121,18 @@ pub(crate) enum Wait {
 impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
     /// One input cycle (see the module docs).
     pub(crate) fn input<T>(&self, f: impl FnOnce(&mut Core<M::Connection>, Instant) -> T) -> T {
+        self.input_then(Rearm::Always, f)
+    }
+
+    /// [`input`](Self::input), told whether the input may leave the timer
+    /// as it is when it leaves no output.
+    #[inline]
+    fn input_then<T>(&self, rearm: Rearm, f: impl FnOnce(&mut Core<M::Connection>, Instant) -> T) -> T {
         let now = self.rt.now();
         let mut core = self.core.borrow_mut();
         core.set_events_enabled(self.events.wanted());
         let value = f(&mut core, now);
-        self.settle(core);
+        self.settle(core, rearm);
         value
     }
 
@@ -134,30 +152,31 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
             Wait::Until(deadline) => cmap_core::Wait::Until(deadline),
         };
         core.set_events_enabled(self.events.wanted());
-        let result = match core.handle_check_out_direct(now, wait) {
-            cmap_core::CheckOut::Ready(conn) => Ok(conn),
+        let (result, rearm) = match core.handle_check_out_direct(now, wait) {
+            cmap_core::CheckOut::Ready(conn) => (Ok(conn), Rearm::IfOutput),
             cmap_core::CheckOut::Later(id) => {
                 let slot = Rc::new(Slot::new());
                 self.waiters.borrow_mut().insert(id, slot.clone());
-                Err((id, slot))
+                // Its deadline may be the core's next.
+                (Err((id, slot)), Rearm::Always)
             }
         };
-        self.settle(core);
+        self.settle(core, rearm);
         (result, if M::CHECKS { wait.deadline(now) } else { None })
     }
 
     /// Steps 3 to 5, once the input's call is made. Most inputs (a
-    /// checkout served at once, a check-in nobody waits for, events off)
-    /// leave no output: then only the timer and the recorder look.
+    /// checkout served at once, a check-in, events off) leave no output:
+    /// then only the recorder looks, and the timer if `rearm` says so.
     #[inline(always)]
     #[cfg_attr(not(feature = "metrics"), allow(unused_mut))]
-    fn settle(&self, mut core: RefMut<'_, Core<M::Connection>>) {
+    fn settle(&self, mut core: RefMut<'_, Core<M::Connection>>, rearm: Rearm) {
         #[cfg(feature = "metrics")]
         let measured = self.metrics.as_ref().and_then(|m| m.take(&mut core));
         if core.has_output() {
             self.settle_outputs(core);
         } else {
-            self.after_input(&core);
+            self.after_input(&core, rearm == Rearm::Always);
             drop(core);
         }
         // The core released: a recorder is user code.
@@ -178,16 +197,16 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
                 Output::Action(action) => actions.push(action),
             }
         }
-        self.after_input(&core);
+        self.after_input(&core, true);
         drop(core);
         self.perform(actions);
     }
 
-    /// After every input: the timer re-armed if the core's next deadline
-    /// moved earlier, and an incident the recorder found reported.
+    /// After every input: the timer re-armed if `rearm` and the core's next
+    /// deadline moved earlier, and an incident the recorder found reported.
     #[inline]
-    fn after_input(&self, core: &Core<M::Connection>) {
-        let next = core.poll_timeout();
+    fn after_input(&self, core: &Core<M::Connection>, rearm: bool) {
+        let next = if rearm { core.poll_timeout() } else { None };
         if next.is_some_and(|next| self.armed.get().is_none_or(|armed| next < armed)) {
             self.armed.set(next);
             self.timer.fire();
@@ -251,7 +270,7 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
     /// input's events, as any outcome.
     pub(crate) fn check_in(&self, conn: Pooled<M::Connection>) {
         self.forget_interrupted(conn.id());
-        let handed = self.input(|core, now| {
+        let handed = self.input_then(Rearm::IfOutput, |core, now| {
             // `Err` only for a connection of another pool: not possible,
             // a guard goes back to its own pool.
             core.handle_check_in_direct(now, conn).ok().flatten()

@@ -23,6 +23,8 @@ pub(crate) async fn run<M: ManageConnection, R: LocalRuntime>(pool: Weak<Shared<
             None => rearm.wait().await,
         }
         let Some(shared) = pool.upgrade() else { return };
+        // Picks up a log level changed since.
+        shared.events.refresh();
         // Woken early to re-arm, nothing is due; a spurious call would be
         // harmless, but costs an input.
         if deadline.is_some_and(|d| shared.rt.now() >= d) {
