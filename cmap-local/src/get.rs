@@ -140,13 +140,15 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
             (Ok(conn), deadline) => (conn, deadline),
             (Err(queued), deadline) => (self.queued(queued).await?, deadline),
         };
+        if !M::CHECKS {
+            // The handle moves into the guard: no count taken and dropped.
+            let mut guard = PooledConnection::new(self, conn);
+            guard.track(caller);
+            return Ok(guard);
+        }
         let mut conn: Pooled<M::Connection> = conn;
         loop {
             let mut guard = PooledConnection::new(self.clone(), conn);
-            if !M::CHECKS {
-                guard.track(caller);
-                return Ok(guard);
-            }
             match self.checked(&mut guard, deadline).await {
                 Some(Ok(())) => {
                     guard.track(caller);
