@@ -372,39 +372,50 @@ impl<C> Pool<C> {
         self.advance(now);
         self.hot.requests += 1;
         let id = WaiterId(self.hot.requests);
-        let started_at = self.now;
         self.emit(|p| Event::ConnectionCheckOutStarted {
             address: p.address.clone(),
         });
+        // The common checkout: a ready pool, nobody queued, a connection
+        // available. A deadline already behind the pool's clock (the
+        // caller's own, or a stale `now`) gets nothing, not even a
+        // connection that is available; one that is now may still be
+        // served. Served here, in the input that started it, a checkout
+        // waited no time.
+        let passed = matches!(wait, Wait::Until(Some(d)) if d < self.now);
+        if self.state == PoolState::Ready && self.queue.is_empty() && !passed {
+            if let Some(available) = self.take_available() {
+                return match serve {
+                    Serve::Directly => {
+                        let connection = self.hand_out(Duration::ZERO, available);
+                        record!(self.record_served(id, connection.id()));
+                        CheckOut::Ready(connection)
+                    }
+                    Serve::ByAction => {
+                        self.deliver(id, Duration::ZERO, available);
+                        CheckOut::Later(id)
+                    }
+                };
+            }
+        }
+        self.check_out_otherwise(id, wait);
+        CheckOut::Later(id)
+    }
+
+    /// The rest of [`check_out`](Self::check_out): a checkout that fails
+    /// at once, times out at once or is queued. Out of line, so that the
+    /// common checkout keeps a small frame.
+    #[inline(never)]
+    fn check_out_otherwise(&mut self, id: WaiterId, wait: Wait) {
+        // Started in this input, at the pool's clock.
+        let started_at = self.now;
         match self.state {
             PoolState::Closed => self.fail(id, started_at, self.pool_closed_error()),
             PoolState::Paused => self.fail(id, started_at, self.pool_cleared_error()),
             PoolState::Ready => {
-                // A deadline already behind the pool's clock (the caller's
-                // own, or a stale `now`) gets nothing, not even a connection
-                // that is available; one that is now may still be served.
-                // Served here, in the input that started it, a checkout
-                // waited no time.
-                let passed = matches!(wait, Wait::Until(Some(d)) if d < self.now);
-                if self.queue.is_empty() && !passed {
-                    if let Some(available) = self.take_available() {
-                        return match serve {
-                            Serve::Directly => {
-                                let connection = self.hand_out(Duration::ZERO, available);
-                                record!(self.record_served(id, connection.id()));
-                                CheckOut::Ready(connection)
-                            }
-                            Serve::ByAction => {
-                                self.deliver(id, Duration::ZERO, available);
-                                CheckOut::Later(id)
-                            }
-                        };
-                    }
-                }
                 let deadline = wait.deadline(self.now);
                 if deadline.is_some_and(|d| d <= self.now) {
                     self.time_out(id, started_at);
-                    return CheckOut::Later(id);
+                    return;
                 }
                 self.stats.requests_queued += 1;
                 self.queue.push(
@@ -418,7 +429,6 @@ impl<C> Pool<C> {
                 self.serve_queue();
             }
         }
-        CheckOut::Later(id)
     }
 
     /// Gives back a checked-out connection (spec: "Checking In a
@@ -481,30 +491,53 @@ impl<C> Pool<C> {
             connection_id: meta.id,
             held,
         });
-        // A busy pool's check-in: fit, and checkouts wait. The connection
-        // goes to the oldest waiter and stays in the in-use table, in its
-        // cell: what releasing the cell and taking a new one would come to
-        // (the freed cell is the first taken again). While the pool
-        // shrinks, the full path below decides.
+        // The common check-in: a connection fit for a ready pool that is
+        // not shrinking. It goes to the oldest waiter if any (a busy pool),
+        // staying in the in-use table, in its cell: what releasing the cell
+        // and taking a new one would come to (the freed cell is the first
+        // taken again). Else it is available again.
         if !entry.interrupted
             && self.state == PoolState::Ready
-            && !self.queue.is_empty()
             && self.shrinking.is_none()
             && self.perished(&meta, false).is_none()
         {
-            if let Some(oldest) = self.queue.pop_front() {
-                meta.last_used = self.now;
-                let available = Available { meta, conn };
-                return Ok(self.hand_to_oldest(oldest, available, serve, InUseCell::Held));
-            }
+            meta.last_used = self.now;
+            let available = Available { meta, conn };
+            let oldest = if self.queue.is_empty() {
+                None
+            } else {
+                self.queue.pop_front()
+            };
+            return Ok(match oldest {
+                Some(oldest) => self.hand_to_oldest(oldest, available, serve, InUseCell::Held),
+                None => {
+                    self.conns.free_in_use(available.meta.slot, entry);
+                    self.conns.push_available(available);
+                    None
+                }
+            });
         }
+        Ok(self.check_in_otherwise(meta, conn, entry, serve))
+    }
+
+    /// The rest of [`check_in`](Self::check_in): a connection interrupted,
+    /// perished or over the size, or a pool paused, closed or shrinking.
+    /// Out of line, so that the common check-in keeps a small frame.
+    #[inline(never)]
+    fn check_in_otherwise(
+        &mut self,
+        mut meta: Box<Meta>,
+        conn: C,
+        entry: InUse,
+        serve: Serve,
+    ) -> Option<HandOver<C>> {
         self.conns.free_in_use(meta.slot, entry);
         if entry.interrupted {
             // Already counted closed (its event out) when it was
             // interrupted: by a clear, or by forcing a closed pool's
             // connections (`shutdown.rs`).
             self.dispose(meta.id, conn, ClosedReason::Stale);
-            return Ok(None);
+            return None;
         }
         let reason = if self.state == PoolState::Closed {
             Some(ClosedReason::PoolClosed)
@@ -523,21 +556,20 @@ impl<C> Pool<C> {
                     self.note_size();
                 }
                 self.serve_queue();
-                Ok(None)
+                None
             }
             None => {
                 meta.last_used = self.now;
                 let available = Available { meta, conn };
-                // Nobody queued (the common case) costs one comparison.
                 let oldest = match self.state {
                     PoolState::Ready if !self.queue.is_empty() => self.queue.pop_front(),
                     _ => None,
                 };
                 match oldest {
-                    Some(oldest) => Ok(self.hand_to_oldest(oldest, available, serve, InUseCell::Released)),
+                    Some(oldest) => self.hand_to_oldest(oldest, available, serve, InUseCell::Released),
                     None => {
                         self.conns.push_available(available);
-                        Ok(None)
+                        None
                     }
                 }
             }
