@@ -50,8 +50,10 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     /// `Cycle::settle`, the fast path, for a pool that exports metrics:
     /// the input's measures taken under the lock, applied once it is
     /// released, before a hand-over's slot is filled (as events are
-    /// delivered before).
-    #[inline(never)]
+    /// delivered before). Inlined: out of line, it kept the checkout
+    /// future itself out of line in cmap-blocking's `get` (about 90
+    /// instructions per cycle there, metrics on or off).
+    #[inline(always)]
     pub(crate) fn settle_measured(
         &self,
         mut locked: Locked<'_, M::Connection>,
