@@ -198,7 +198,7 @@ impl<'a, M: ManageConnection, R: Runtime> Cycle<'a, M, R> {
     /// or starts nothing); a queued checkout re-arms it itself.
     #[inline(always)]
     fn settle(self, handed: Option<Handed<M::Connection>>) {
-        // Out of line (`export.rs`): a pool without metrics tests for them.
+        // A pool without metrics tests for them (`export.rs`).
         #[cfg(feature = "metrics")]
         if self.shared.metrics.is_some() {
             return self.shared.settle_measured(self.locked, handed);
@@ -296,9 +296,10 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         }
     }
 
-    /// The fast path (`Cycle::settle`) for an input that left events: out of line, so
-    /// that the settling of an input without any stays small.
-    #[inline(never)]
+    /// The fast path (`Cycle::settle`) for an input that left events.
+    /// Inlined: the call's frame cost a pool with a subscriber more (about
+    /// 55 instructions per cycle) than its size costs one without (3 to 9).
+    #[inline(always)]
     fn settle_with_events(&self, mut locked: Locked<'_, M::Connection>) {
         let mut events = Outbox::Empty;
         events.take(&self.events, &mut locked.core);
