@@ -141,6 +141,8 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
     /// or the wait-queue timeout's from `now` (one clock reading for both),
     /// returned for the manager's check (`None` without one: the common
     /// checkout, served at once, computes none).
+    // Inlined into `get`: its frame cost more than its body.
+    #[inline(always)]
     pub(crate) fn check_out(&self, now: Instant, wait: Wait) -> (CheckedOut<M::Connection>, Option<Instant>) {
         let mut core = self.core.borrow_mut();
         // Inputs reach the core in time order, and a deadline is never
