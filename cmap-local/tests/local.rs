@@ -102,6 +102,26 @@ fn a_wait_ends_at_its_deadline_with_a_timeout() {
     });
 }
 
+/// The same with nobody listening: the queued checkout leaves no output,
+/// and still arms the timer for its deadline (the maintenance run is a
+/// second away).
+#[test]
+fn a_wait_with_events_off_ends_at_its_deadline() {
+    local(|| async {
+        let pool = pool(1, 0);
+        let held = pool.get().await.unwrap();
+        let started = tokio::time::Instant::now();
+        let error = pool.get_timeout(Duration::from_millis(50)).await.unwrap_err();
+        let waited = started.elapsed();
+        assert!(error.is_timeout(), "{error}");
+        assert!(
+            waited >= Duration::from_millis(50) && waited < Duration::from_millis(500),
+            "{waited:?}"
+        );
+        drop(held);
+    });
+}
+
 #[test]
 fn a_dropped_get_loses_no_connection_and_no_capacity() {
     local(|| async {
