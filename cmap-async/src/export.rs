@@ -50,9 +50,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     /// `Cycle::settle`, the fast path, for a pool that exports metrics:
     /// the input's measures taken under the lock, applied once it is
     /// released, before a hand-over's slot is filled (as events are
-    /// delivered before). Inlined: out of line, it kept the checkout
-    /// future itself out of line in cmap-blocking's `get` (about 90
-    /// instructions per cycle there, metrics on or off).
+    /// delivered before); inlined, or cmap-blocking's checkout is not.
     #[inline(always)]
     pub(crate) fn settle_measured(
         &self,
