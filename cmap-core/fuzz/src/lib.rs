@@ -44,9 +44,15 @@ fn options(u: &mut Unstructured<'_>) -> arbitrary::Result<CaseOptions> {
     })
 }
 
+/// The longest a step lets time pass, as the kit's own strategy
+/// (`testing::strategy::step`): with a 1 ms maintenance interval, every
+/// millisecond is a timer turn, and a minute in one step made one input
+/// run for seconds under the fuzzer's instrumentation (a "slow unit").
+const MAX_ADVANCE_MS: u16 = 2000;
+
 fn step(u: &mut Unstructured<'_>) -> arbitrary::Result<Step> {
     Ok(if u.arbitrary::<bool>()? {
-        Step::Advance(u.arbitrary()?)
+        Step::Advance(u.arbitrary::<u16>()? % MAX_ADVANCE_MS)
     } else {
         Step::Input {
             kind: u.arbitrary()?,
