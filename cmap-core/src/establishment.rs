@@ -82,7 +82,6 @@ impl<C> Pool<C> {
         }
         if self.over_size() {
             self.close(&meta, conn, ClosedReason::Shrunk, None);
-            self.note_size();
             return Ok(());
         }
         // Spec ("Populating the Pool"): the connection is available before

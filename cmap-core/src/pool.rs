@@ -552,9 +552,6 @@ impl<C> Pool<C> {
                     self.stats.returns_bad += 1;
                 }
                 self.close(&meta, conn, reason, None);
-                if reason == ClosedReason::Shrunk {
-                    self.note_size();
-                }
                 self.serve_queue();
                 None
             }
@@ -562,7 +559,7 @@ impl<C> Pool<C> {
                 meta.last_used = self.now;
                 let available = Available { meta, conn };
                 let oldest = match self.state {
-                    PoolState::Ready if !self.queue.is_empty() => self.queue.pop_front(),
+                    PoolState::Ready => self.queue.pop_front(),
                     _ => None,
                 };
                 match oldest {
@@ -731,6 +728,12 @@ impl<C> Pool<C> {
         error: Option<EstablishError>,
     ) {
         self.stats.connections_closed += 1;
+        // A resize down is over once the pool is back within its size,
+        // however the connections above it went (closed for the size, as
+        // bad, interrupted, taken for good).
+        if self.shrinking.is_some() {
+            self.note_size();
+        }
         self.release_service(service_id);
         self.measure(Measure::Closed { reason });
         self.emit(|p| Event::ConnectionClosed {

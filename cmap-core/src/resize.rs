@@ -86,10 +86,99 @@ impl<C> Pool<C> {
     }
 
     /// Records how far above maxPoolSize the pool is, after a resize or a
-    /// connection closed for one: the bound `check_invariants` allows
-    /// until the pool is back within its size.
+    /// connection closed while it shrinks: the bound `check_invariants`
+    /// allows until the pool is back within its size.
     pub(crate) fn note_size(&mut self) {
         let total = self.conns.total();
         self.shrinking = (self.excess() > 0).then_some(total);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! When a resize down is over: the common check-in is taken only while
+    //! the pool is not shrinking, so a shrink that never ends leaves every
+    //! later check-in on the slow path (nothing else tells).
+
+    use crate::output::{Action, Output};
+    use crate::pool::Pool;
+    use crate::test_clock::origin;
+    use crate::{PoolOptions, Pooled};
+
+    /// A ready pool of 3, its 3 connections checked out, resized to 1.
+    fn shrinking_with_three_in_use() -> (Pool<()>, Vec<Pooled<()>>) {
+        let now = origin();
+        let options = PoolOptions::builder()
+            .max_pool_size(3)
+            .max_connecting(3)
+            .maintenance_interval(None)
+            .build()
+            .unwrap();
+        let mut pool: Pool<()> = Pool::new(now, "db:27017".parse().unwrap(), options);
+        pool.handle_ready(now).unwrap();
+        for _ in 0..3 {
+            pool.handle_check_out(now);
+        }
+        let mut started = Vec::new();
+        while let Some(out) = pool.poll_output() {
+            if let Output::Action(Action::Establish { id }) = out {
+                started.push(id);
+            }
+        }
+        for id in started {
+            pool.handle_established(now, id, (), None).unwrap();
+        }
+        let mut held = Vec::new();
+        while let Some(out) = pool.poll_output() {
+            if let Output::Action(Action::Deliver { connection, .. }) = out {
+                held.push(connection);
+            }
+        }
+        assert_eq!(held.len(), 3);
+        pool.handle_resize(now, 0, 1).unwrap();
+        assert_eq!(pool.shrinking, Some(3), "above its size, all in use");
+        (pool, held)
+    }
+
+    #[test]
+    fn a_shrink_ends_once_connections_closed_for_the_size_bring_the_pool_back() {
+        let (mut pool, mut held) = shrinking_with_three_in_use();
+        let now = pool.now;
+        pool.handle_check_in(now, held.pop().unwrap()).unwrap();
+        assert_eq!(pool.shrinking, Some(2), "still above its size");
+        pool.handle_check_in(now, held.pop().unwrap()).unwrap();
+        assert_eq!(pool.shrinking, None, "back at its size");
+        assert_eq!(pool.check_invariants(), Ok(()));
+    }
+
+    #[test]
+    fn a_shrink_ends_when_connections_taken_for_good_bring_the_pool_back() {
+        let (mut pool, mut held) = shrinking_with_three_in_use();
+        let now = pool.now;
+        for _ in 0..2 {
+            pool.handle_detach(now, held.pop().unwrap()).unwrap();
+        }
+        assert_eq!(pool.status().total, 1);
+        assert_eq!(pool.shrinking, None, "back at its size");
+        assert_eq!(pool.check_invariants(), Ok(()));
+    }
+
+    #[test]
+    fn a_shrink_ends_when_a_clear_interrupts_the_connections_above_the_size() {
+        let (mut pool, held) = shrinking_with_three_in_use();
+        let now = pool.now;
+        let clear = crate::pool::Clear {
+            interrupt_in_use: true,
+            service_id: None,
+            cause: None,
+        };
+        pool.handle_clear(now, clear).unwrap();
+        // Counted closed once interrupted, while they are still out.
+        assert_eq!(pool.status().total, 0);
+        assert_eq!(pool.shrinking, None, "within its size");
+        for conn in held {
+            pool.handle_check_in(now, conn).unwrap();
+        }
+        assert_eq!(pool.check_invariants(), Ok(()));
     }
 }
