@@ -8,7 +8,6 @@
 //! of it, the next checkout that waits takes it over instead of making one.
 
 use std::collections::VecDeque;
-use std::sync::PoisonError;
 use std::task::Waker;
 
 use crate::sync::Arc;
@@ -50,7 +49,7 @@ impl<C> SpareSlots<C> {
             .kept
             .front_mut()
             .and_then(Arc::get_mut)
-            .map(|slot| slot.get_mut().unwrap_or_else(PoisonError::into_inner))
+            .map(|slot| slot.get_mut())
         {
             // Its checkout took the outcome (or, dropped first, checked the
             // connection back in): nothing is left in it.

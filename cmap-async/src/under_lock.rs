@@ -12,7 +12,7 @@
 //! (`shared/cycle.rs`).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 use std::task::Waker;
 use std::time::Instant;
 
@@ -57,7 +57,7 @@ pub(crate) fn new_slot<C>(waker: &Waker) -> SharedSlot<C> {
 }
 
 pub(crate) fn lock_slot<C>(slot: &Mutex<Slot<C>>) -> MutexGuard<'_, Slot<C>> {
-    slot.lock().unwrap_or_else(PoisonError::into_inner)
+    slot.lock()
 }
 
 /// The state behind the pool's lock. The core comes first (`repr(C)`):

@@ -120,7 +120,7 @@ impl<'a, M: ManageConnection, R: Runtime> Cycle<'a, M, R> {
 
     /// A checkout waiting as `wait` says (`waker`: its future's, for the
     /// slot it waits in if it is queued), and the end of its cycle.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn check_out(mut self, wait: Wait, waker: &Waker) -> Ended<M::Connection> {
         let mut own = match self.locked.core.handle_check_out_direct(self.read.at, wait) {
             // Served, and nothing else to do: the common checkout.

@@ -26,7 +26,7 @@
 //! buffer, the leak book) are held only around their own data, with
 //! nothing taken under them.
 
-use std::sync::{Arc, PoisonError, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use cmap_core::{Address, ConnectionId, EstablishError, PoolOptions, PoolState, Pooled, Status};
@@ -155,17 +155,18 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
 
     /// The pool's lock: for an input's [`Cycle`](cycle::Cycle), or to
     /// look at the core.
+    #[inline(always)]
     pub(crate) fn lock(&self) -> Locked<'_, M::Connection> {
-        // The core does not panic; if a panic ever poisoned the lock, the
-        // state it protects is still consistent between inputs.
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+        // Not poisoned by a panic (`sync.rs`): the core does not panic, and
+        // the state it protects is consistent between inputs.
+        self.inner.lock()
     }
 
     /// The clock an input starts with, read before the lock (steps 0 and 2
     /// of the input cycle): the cheap reading (`Runtime::now_coarse`)
     /// unless checkouts waited at the last unlock (`waiting`, a hint): one
     /// that arrives then is queued behind them, and reads the precise clock.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn read_clock(&self) -> CoarseNow {
         if self.waiting.load(Ordering::Relaxed) {
             CoarseNow::exact(self.rt.now())
