@@ -121,14 +121,6 @@ impl<C> ConnectionSet<C> {
     {
         self.available.extract_if(.., |a| perished(&a.meta)).collect()
     }
-    /// Marks the available connections of a restored pool as `pool`'s.
-    #[cfg(feature = "recorder")]
-    pub(crate) fn adopt_available(&mut self, pool: crate::connection::PoolId) {
-        for available in &mut self.available {
-            available.meta.pool = pool;
-        }
-    }
-
     pub(crate) fn available_metas(&self) -> impl Iterator<Item = &Meta> {
         self.available.iter().map(|a| &*a.meta)
     }

@@ -226,10 +226,11 @@ impl VirtualDriver<()> for Replaying<'_> {
 
 impl Pool<()> {
     /// Makes a pool read from a snapshot its own: a pool id of this
-    /// process, on the connections it holds too.
+    /// process, which `apply` gives the connections checked in or
+    /// detached. (Those it holds keep the snapshot's unset id: they leave
+    /// it only in outputs, which a replay compares and drops.)
     fn adopt_restored(&mut self) {
         self.id = PoolId::next();
-        self.conns.adopt_available(self.id);
     }
 
     /// Feeds one recorded input, as the driver did, its connections
