@@ -95,16 +95,19 @@ impl<C> Pool<C> {
         }
     }
 
-    /// Queues an event whether or not events are enabled. Inlined: every
-    /// event of a check out and check in comes through here.
-    #[inline]
+    /// Queues an event whether or not events are enabled. Out of line:
+    /// inlined into every handler that emits, it grows the frames of the
+    /// check out and check in of pools that listen to nothing.
+    #[inline(never)]
     pub(crate) fn push_event(&mut self, event: Event) {
-        record!(self.record_output(|| crate::recorder::Recorded::Event(event.clone())));
         if self.events_apart {
             self.apart.push(event);
         } else {
             self.out.push_back(Output::Event(event));
         }
+        // Recorded from where it was queued: a call before the push (one
+        // that may unwind) kept a second copy of the event on the stack.
+        record!(self.record_queued_event());
     }
 
     pub(crate) fn push_action(&mut self, action: Action<C>) {

@@ -25,7 +25,7 @@ use crate::connection::{ConnectionId, Meta, Pooled, WaiterId};
 use crate::error::CheckOutError;
 use crate::event::{ClosedReason, Event};
 use crate::input::Input;
-use crate::output::Action;
+use crate::output::{Action, Output};
 use crate::pool::Pool;
 
 pub use file::{Recording, RecordingError};
@@ -430,6 +430,22 @@ impl<C> Pool<C> {
     pub(crate) fn record_output(&mut self, output: impl FnOnce() -> Recorded) {
         if let Some(segment) = self.recorder.as_deref_mut().and_then(Recorder::current) {
             segment.push_output(output());
+        }
+    }
+
+    /// Notes the event just queued (`push_event`).
+    #[inline(never)]
+    pub(crate) fn record_queued_event(&mut self) {
+        let queued = if self.events_apart {
+            self.apart.last()
+        } else {
+            match self.out.back() {
+                Some(Output::Event(event)) => Some(event),
+                _ => None,
+            }
+        };
+        if let Some(event) = queued.cloned() {
+            self.record_output(|| Recorded::Event(event));
         }
     }
 
