@@ -194,6 +194,21 @@ mod tests {
     }
 
     #[test]
+    fn a_pending_connection_may_only_name_a_queued_checkout() {
+        let (mut pool, now) = pool_with(2, 0);
+        let id = ConnectionId(pool.next_connection_id);
+        pool.next_connection_id += 1;
+        pool.conns.insert_pending(id, pending(now, Some(WaiterId(9))));
+        assert_eq!(
+            pool.check_invariants(),
+            Err(format!(
+                "pending connection {id} names checkout {}, which is not queued",
+                WaiterId(9)
+            ))
+        );
+    }
+
+    #[test]
     fn a_checkout_may_not_wait_at_its_deadline() {
         let (mut pool, now) = pool_with(1, 0);
         pool.queue.push(WaiterId(1), waiter(now, Some(now), None));

@@ -187,6 +187,23 @@ mod tests {
     }
 
     #[test]
+    fn the_check_refuses_a_limit_or_threshold_out_of_bounds() {
+        let mut fixed = Pace::new(3, None);
+        fixed.limit = 4;
+        assert!(fixed.check(3).is_err(), "a fixed limit is maxConnecting");
+        let mut p = adaptive(2, 50);
+        p.limit = 51;
+        assert!(p.check(2).is_err(), "a limit above the maximum");
+        p.limit = 0;
+        assert!(p.check(2).is_err(), "no connect at all, not even a probe");
+        let mut p = adaptive(2, 50);
+        p.threshold = 1;
+        assert!(p.check(2).is_err(), "a threshold below the minimum");
+        p.threshold = 51;
+        assert!(p.check(2).is_err(), "a threshold above the maximum");
+    }
+
+    #[test]
     fn fixed_never_moves() {
         let mut p = Pace::new(3, None);
         assert_eq!(p.on_established(MS), Reaction::Kept);
