@@ -108,9 +108,8 @@ mod tests {
 
     use crate::connection::{ConnectionId, WaiterId};
     use crate::connection_set::Pending;
-    use crate::output::{Action, Output};
     use crate::pool::{Pool, PoolState};
-    use crate::test_clock::origin;
+    use crate::test_clock::{origin, served};
     use crate::wait_queue::Waiter;
     use crate::PoolOptions;
 
@@ -126,25 +125,7 @@ mod tests {
             .unwrap();
         let mut pool: Pool<()> = Pool::new(now, "db:27017".parse().unwrap(), options);
         pool.handle_ready(now).unwrap();
-        let mut held = Vec::new();
-        for _ in 0..available {
-            pool.handle_check_out(now);
-            let mut ids = Vec::new();
-            while let Some(out) = pool.poll_output() {
-                if let Output::Action(Action::Establish { id }) = out {
-                    ids.push(id);
-                }
-            }
-            for id in ids {
-                pool.handle_established(now, id, (), None).unwrap();
-            }
-            while let Some(out) = pool.poll_output() {
-                if let Output::Action(Action::Deliver { connection, .. }) = out {
-                    held.push(connection);
-                }
-            }
-        }
-        for connection in held {
+        for connection in served(&mut pool, now, available) {
             pool.handle_check_in(now, connection).unwrap();
         }
         while pool.poll_output().is_some() {}

@@ -171,9 +171,37 @@ pub use stats::{Stats, Status};
 
 #[cfg(test)]
 mod test_clock {
+    use std::time::Instant;
+
+    use crate::{Action, Output, Pool, Pooled};
+
     /// Unit tests need one real instant as the origin of their virtual time.
     #[allow(clippy::disallowed_methods)]
-    pub(crate) fn origin() -> std::time::Instant {
-        std::time::Instant::now()
+    pub(crate) fn origin() -> Instant {
+        Instant::now()
+    }
+
+    /// `n` checkouts of a ready `pool` at `now`, one after the other, each
+    /// served by a connection established for it.
+    pub(crate) fn served(pool: &mut Pool<()>, now: Instant, n: usize) -> Vec<Pooled<()>> {
+        let mut held = Vec::new();
+        for _ in 0..n {
+            pool.handle_check_out(now);
+            let mut started = Vec::new();
+            while let Some(out) = pool.poll_output() {
+                if let Output::Action(Action::Establish { id }) = out {
+                    started.push(id);
+                }
+            }
+            for id in started {
+                pool.handle_established(now, id, (), None).unwrap();
+            }
+            while let Some(out) = pool.poll_output() {
+                if let Output::Action(Action::Deliver { connection, .. }) = out {
+                    held.push(connection);
+                }
+            }
+        }
+        held
     }
 }

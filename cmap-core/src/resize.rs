@@ -100,9 +100,8 @@ mod tests {
     //! the pool is not shrinking, so a shrink that never ends leaves every
     //! later check-in on the slow path (nothing else tells).
 
-    use crate::output::{Action, Output};
     use crate::pool::Pool;
-    use crate::test_clock::origin;
+    use crate::test_clock::{origin, served};
     use crate::{PoolOptions, Pooled};
 
     /// A ready pool of 3, its 3 connections checked out, resized to 1.
@@ -110,30 +109,12 @@ mod tests {
         let now = origin();
         let options = PoolOptions::builder()
             .max_pool_size(3)
-            .max_connecting(3)
             .maintenance_interval(None)
             .build()
             .unwrap();
         let mut pool: Pool<()> = Pool::new(now, "db:27017".parse().unwrap(), options);
         pool.handle_ready(now).unwrap();
-        for _ in 0..3 {
-            pool.handle_check_out(now);
-        }
-        let mut started = Vec::new();
-        while let Some(out) = pool.poll_output() {
-            if let Output::Action(Action::Establish { id }) = out {
-                started.push(id);
-            }
-        }
-        for id in started {
-            pool.handle_established(now, id, (), None).unwrap();
-        }
-        let mut held = Vec::new();
-        while let Some(out) = pool.poll_output() {
-            if let Output::Action(Action::Deliver { connection, .. }) = out {
-                held.push(connection);
-            }
-        }
+        let held = served(&mut pool, now, 3);
         assert_eq!(held.len(), 3);
         pool.handle_resize(now, 0, 1).unwrap();
         assert_eq!(pool.shrinking, Some(3), "above its size, all in use");
