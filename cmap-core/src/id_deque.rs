@@ -420,6 +420,30 @@ mod tests {
         assert_eq!(d.stored(), 0);
     }
 
+    #[test]
+    fn the_last_id_inserted_again_is_replaced_not_repeated() {
+        let mut d = filled([1, 2, 3]);
+        assert_eq!(d.insert(WaiterId(3), 31), Some(3));
+        assert_eq!((d.len(), d.stored()), (3, 3));
+        assert_eq!(ids(&d), [1, 2, 3]);
+    }
+
+    /// An id inserted out of order into a deque whose ring has wrapped
+    /// (its slots in two slices) takes its place in the first slice.
+    #[test]
+    fn an_out_of_order_insert_finds_its_place_in_a_wrapped_ring() {
+        let mut d = filled([0, 10, 20, 30]);
+        d.pop_front();
+        d.pop_front();
+        d.insert(WaiterId(40), 40);
+        d.insert(WaiterId(50), 50);
+        let (front, back) = d.slots.as_slices();
+        assert_eq!((front.len(), back.len()), (2, 2), "the ring wrapped");
+        assert_eq!(d.insert(WaiterId(25), 25), None);
+        assert_eq!(ids(&d), [20, 25, 30, 40, 50]);
+        assert_eq!(d.get(&WaiterId(25)), Some(&25));
+    }
+
     /// Every id stays findable, whatever was removed around it and
     /// whether or not a compaction moved it.
     #[test]
