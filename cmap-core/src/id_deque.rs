@@ -421,6 +421,16 @@ mod tests {
     }
 
     #[test]
+    fn iter_after_starts_past_the_id_whether_or_not_it_is_there() {
+        let d = filled([1, 2, 3, 5]);
+        let after = |id| d.iter_after(WaiterId(id)).map(|(i, _)| i.0).collect::<Vec<_>>();
+        assert_eq!(after(2), [3, 5]);
+        assert_eq!(after(4), [5]);
+        assert_eq!(after(0), [1, 2, 3, 5]);
+        assert_eq!(after(5), [0; 0]);
+    }
+
+    #[test]
     fn the_last_id_inserted_again_is_replaced_not_repeated() {
         let mut d = filled([1, 2, 3]);
         assert_eq!(d.insert(WaiterId(3), 31), Some(3));
