@@ -417,3 +417,29 @@ fn a_panicking_connection_drop_is_caught_and_the_pool_goes_on() {
         armed.set(false);
     });
 }
+
+/// No task of a pool outlives it: the timer and the leak watcher hold it
+/// weakly and end once its last handle is dropped, even one that waits
+/// with no deadline.
+#[test]
+fn every_task_of_a_dropped_pool_ends() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let tasks = tokio::task::LocalSet::new();
+    tasks.block_on(&rt, async {
+        let pool: HookPool = Pool::builder()
+            .address("watcher:5432")
+            .max_pool_size(1)
+            .leak_detection_threshold(Duration::from_secs(60))
+            .build(Hooks::default())
+            .unwrap();
+        drop(pool.get().await.unwrap());
+    });
+    rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(2), tasks)
+            .await
+            .expect("a task of the dropped pool still runs");
+    });
+}

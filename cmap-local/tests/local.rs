@@ -166,6 +166,7 @@ fn a_clear_fails_the_waiters_and_interrupts_in_use_connections() {
     local(|| async {
         let pool = pool(1, 0);
         let held = pool.get().await.unwrap();
+        assert!(!held.is_interrupted(), "nothing interrupted it yet");
         let waiter = tokio::task::spawn_local(pool.get());
         tokio::task::yield_now().await;
         assert_eq!(pool.status().waiting, 1);
@@ -472,5 +473,72 @@ fn check_idle_closes_the_idle_connections_that_fail_and_keeps_the_rest() {
         assert_eq!((report.checked, report.closed), (4, 2));
         assert_eq!(pool.status().available, 2);
         assert_eq!(pool.status().total, 2);
+    });
+}
+
+/// Counts the events a callback is given.
+fn counter(pool: &LocalPool) -> (Rc<std::cell::Cell<u32>>, cmap_local::Subscription) {
+    let count = Rc::new(std::cell::Cell::new(0));
+    let sink = count.clone();
+    let subscription = pool.on_event(move |_: &Event| sink.set(sink.get() + 1));
+    (count, subscription)
+}
+
+#[test]
+fn unsubscribe_ends_that_subscription_and_no_other() {
+    local(|| async {
+        let pool = pool(1, 0);
+        let (first, subscription) = counter(&pool);
+        let (second, _) = counter(&pool);
+        drop(pool.get().await.unwrap());
+        let seen = first.get();
+        assert!(seen > 0 && second.get() == seen, "{seen} and {}", second.get());
+        pool.unsubscribe(subscription);
+        drop(pool.get().await.unwrap());
+        assert_eq!(first.get(), seen, "an ended subscription got events");
+        // Started, checked out, checked in.
+        assert_eq!(second.get(), seen + 3, "the other subscription lost events");
+    });
+}
+
+#[test]
+fn an_input_made_by_a_callback_is_delivered_after_the_event_being_delivered() {
+    local(|| async {
+        let pool = pool(1, 0);
+        let handle = pool.clone();
+        // The first subscriber clears the pool from inside a callback, so
+        // that the clear's event is queued while `ConnectionCheckedIn` is
+        // being delivered: the second must get them in the core's order.
+        let _ = pool.on_event(move |e: &Event| {
+            if e.name() == "ConnectionCheckedIn" {
+                handle.clear(false).unwrap();
+            }
+        });
+        let names = recorder(&pool);
+        drop(pool.get().await.unwrap());
+        let names = names.borrow();
+        let at = |name| {
+            names
+                .iter()
+                .position(|n| *n == name)
+                .unwrap_or_else(|| panic!("{name} in {names:?}"))
+        };
+        assert!(
+            at("ConnectionCheckedIn") < at("ConnectionPoolCleared"),
+            "{names:?}"
+        );
+    });
+}
+
+#[test]
+fn a_guard_shows_its_connection_id() {
+    local(|| async {
+        let pool = pool(1, 0);
+        let conn = pool.get().await.unwrap();
+        let shown = format!("{conn:?}");
+        assert!(
+            shown.starts_with("PooledConnection") && shown.contains(&format!("{:?}", conn.connection_id())),
+            "{shown}"
+        );
     });
 }
