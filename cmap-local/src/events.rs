@@ -23,7 +23,9 @@ pub struct Subscription(u64);
 
 #[derive(Default)]
 pub(crate) struct Events {
-    subscribers: RefCell<Vec<(u64, Callback)>>,
+    /// Replaced as a whole when one comes or goes (copy on write): a
+    /// delivery keeps the list of the moment with one count taken.
+    subscribers: RefCell<Rc<Vec<(u64, Callback)>>>,
     next: Cell<u64>,
     queue: RefCell<VecDeque<Event>>,
     delivering: Cell<bool>,
@@ -47,15 +49,13 @@ impl Events {
     pub(crate) fn subscribe(&self, callback: Callback) -> Subscription {
         let id = self.next.get();
         self.next.set(id + 1);
-        self.subscribers.borrow_mut().push((id, callback));
+        Rc::make_mut(&mut self.subscribers.borrow_mut()).push((id, callback));
         self.refresh();
         Subscription(id)
     }
 
     pub(crate) fn unsubscribe(&self, subscription: Subscription) {
-        self.subscribers
-            .borrow_mut()
-            .retain(|(id, _)| *id != subscription.0);
+        Rc::make_mut(&mut self.subscribers.borrow_mut()).retain(|(id, _)| *id != subscription.0);
         self.refresh();
     }
 
@@ -91,10 +91,10 @@ impl Events {
                 return;
             };
             let _ = catch_panic(&*self.panics, Hook::Logging, || log_event(&event));
-            // A copy of the list: a callback may subscribe or unsubscribe.
-            let subscribers: Vec<Callback> =
-                self.subscribers.borrow().iter().map(|(_, c)| c.clone()).collect();
-            for callback in subscribers {
+            // The list of the moment: a callback may subscribe or
+            // unsubscribe.
+            let subscribers = self.subscribers.borrow().clone();
+            for (_, callback) in subscribers.iter() {
                 let _ = catch_panic(&*self.panics, Hook::EventCallback, || callback(&event));
             }
         }

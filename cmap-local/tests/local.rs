@@ -348,6 +348,12 @@ fn build_and_wait_returns_once_min_pool_size_is_open() {
             .await
             .unwrap();
         assert!(pool.status().available >= 3, "{:?}", pool.status());
+        // Connections in use count toward minPoolSize too.
+        let held = [pool.get().await.unwrap(), pool.get().await.unwrap()];
+        pool.wait_ready(Duration::from_millis(200))
+            .await
+            .expect("three open, two of them in use");
+        drop(held);
         // With minPoolSize 0, one checkout proves the server answers.
         let pool = self::pool(2, 5);
         pool.wait_ready(Duration::from_secs(5)).await.unwrap();
