@@ -114,6 +114,12 @@ impl<T: Transport> Connection<T> {
         &self.transport
     }
 
+    /// The in-memory server under a test's connection.
+    #[cfg(test)]
+    pub(crate) fn transport_mut(&mut self) -> &mut T {
+        &mut self.transport
+    }
+
     pub(crate) fn set_server(&mut self, server: ServerInfo) {
         self.server = server;
     }
@@ -206,5 +212,110 @@ impl<T: Transport> Connection<T> {
     /// load-balanced mode.
     pub fn service_id(&self) -> Option<ServiceId> {
         self.server.service_id.map(|oid| ServiceId(oid.bytes()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+
+    use bson::doc;
+
+    use super::*;
+    use crate::test_server::{block_on, hello_reply, FakeServer};
+
+    fn connection(handler: impl FnMut(&Document) -> Document + Send + 'static) -> Connection<FakeServer> {
+        Connection::new(FakeServer::new(handler), Address::new("db", 27017))
+    }
+
+    #[test]
+    fn a_command_gets_its_reply_and_a_servers_error_is_an_error_that_keeps_the_connection() {
+        let mut conn = connection(|command| match command.get_str("fail") {
+            Ok(message) => doc! { "ok": 0.0, "code": 2, "codeName": "BadValue", "errmsg": message },
+            Err(_) => doc! { "ok": 1.0, "echo": command.clone() },
+        });
+        assert!(!conn.is_broken());
+        let reply = block_on(conn.run_command("shop", &doc! { "find": "orders" })).unwrap();
+        assert_eq!(
+            reply,
+            doc! { "ok": 1.0, "echo": { "find": "orders", "$db": "shop" } }
+        );
+        let err = block_on(conn.run_command("shop", &doc! { "ping": 1, "fail": "no" })).unwrap_err();
+        assert_eq!(err.command_error().map(|e| e.code), Some(2), "{err}");
+        assert!(!err.is_network());
+        assert!(
+            !conn.is_broken(),
+            "a server's answer leaves the connection usable"
+        );
+        assert!(block_on(conn.run_command("shop", &doc! { "ping": 1 })).is_ok());
+        assert_eq!(conn.transport_mut().received.len(), 3);
+    }
+
+    #[test]
+    fn a_reply_to_another_request_breaks_the_connection() {
+        let mut conn = connection(|_| doc! { "ok": 1.0 });
+        conn.transport_mut().response_to_shift = 1;
+        let err = block_on(conn.run_command("admin", &doc! { "ping": 1 })).unwrap_err();
+        assert!(
+            matches!(err, Error::Protocol(ProtocolError::ResponseTo { expected, got }) if got == expected + 1),
+            "{err:?}"
+        );
+        assert!(conn.is_broken());
+        conn.transport_mut().response_to_shift = 0;
+        let err = block_on(conn.run_command("admin", &doc! { "ping": 1 })).unwrap_err();
+        assert!(matches!(err, Error::Broken), "{err:?}");
+        assert_eq!(conn.transport_mut().received.len(), 1, "nothing more is sent");
+    }
+
+    #[test]
+    fn a_network_error_breaks_the_connection_and_names_the_stage() {
+        let mut conn = connection(|_| doc! { "ok": 1.0 });
+        conn.transport_mut().fail_writes = Some(io::ErrorKind::ConnectionReset);
+        let err = block_on(conn.round_trip("admin", &doc! { "hello": 1 }, Stage::Hello)).unwrap_err();
+        assert!(
+            matches!(err, Error::Network { during: Stage::Hello, ref source } if source.kind() == io::ErrorKind::ConnectionReset),
+            "{err:?}"
+        );
+        assert!(conn.is_broken());
+    }
+
+    #[test]
+    fn a_connection_the_server_closed_is_broken() {
+        let mut conn = connection(|_| doc! { "ok": 1.0 });
+        assert!(!conn.is_broken());
+        conn.transport_mut().closed = true;
+        assert!(conn.is_broken());
+        // It stays broken.
+        conn.transport_mut().closed = false;
+        assert!(conn.is_broken());
+    }
+
+    #[test]
+    fn the_handshake_fields_are_kept_and_debug_names_the_server() {
+        let mut conn = connection(|_| doc! { "ok": 1.0 });
+        assert_eq!(conn.service_id(), None);
+        let oid = bson::oid::ObjectId::new();
+        let mut hello = hello_reply();
+        hello.insert("serviceId", oid);
+        conn.set_server(ServerInfo::from_hello(&hello));
+        assert_eq!(conn.service_id(), Some(ServiceId(oid.bytes())));
+        assert_eq!(conn.server().connection_id, Some(7));
+        let debug = format!("{conn:?}");
+        assert!(
+            debug.contains(r#"host: "db""#) && debug.contains("server_connection_id: Some(7)"),
+            "{debug}"
+        );
+    }
+
+    #[test]
+    fn numbers_of_any_bson_type_are_read_and_sizes_that_are_not_positive_are_the_defaults() {
+        let server = ServerInfo::from_hello(&doc! {
+            "maxWireVersion": 21.0, "minWireVersion": 6i64, "maxMessageSizeBytes": 0,
+            "maxBsonObjectSize": -1, "maxWriteBatchSize": 1000.0,
+        });
+        assert_eq!((server.min_wire_version, server.max_wire_version), (6, 21));
+        assert_eq!(server.max_message_size, wire::DEFAULT_MAX_MESSAGE_SIZE);
+        assert_eq!(server.max_bson_object_size, 16 * 1024 * 1024);
+        assert_eq!(server.max_write_batch_size, 1000);
     }
 }

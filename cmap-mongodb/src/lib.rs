@@ -79,6 +79,8 @@ mod metadata;
 mod options;
 mod scram;
 mod settings;
+#[cfg(test)]
+mod test_server;
 mod tls;
 #[cfg(feature = "tokio")]
 mod tokio_manager;
