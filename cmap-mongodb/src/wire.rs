@@ -262,6 +262,21 @@ mod tests {
     }
 
     #[test]
+    fn a_message_of_exactly_the_servers_limit_is_sent() {
+        // maxMessageSizeBytes is the largest message the server takes.
+        let mut out = Vec::new();
+        let command = doc! { "ping": 1 };
+        encode_command(&command, "admin", usize::MAX, &mut out).unwrap();
+        let size = out.len();
+        assert!(encode_command(&command, "admin", size, &mut out).is_ok());
+        assert_eq!(out.len(), size);
+        assert_eq!(
+            encode_command(&command, "admin", size - 1, &mut out),
+            Err(ProtocolError::TooLarge { size, max: size - 1 })
+        );
+    }
+
+    #[test]
     fn a_database_name_must_be_one_and_given_once() {
         let mut out = Vec::new();
         for db in ["", "a\0b"] {
@@ -289,6 +304,11 @@ mod tests {
         assert_eq!(
             Header::parse(&header(25, OP_MSG), 1000),
             Err(ProtocolError::Length(25))
+        );
+        // The limit itself is a possible length.
+        assert_eq!(
+            Header::parse(&header(1000, OP_MSG), 1000).map(|h| h.length),
+            Ok(1000)
         );
         assert_eq!(
             Header::parse(&header(1001, OP_MSG), 1000),
