@@ -188,7 +188,129 @@ fn failed(credential: &Credential, mechanism: Mechanism, cause: Error) -> Error 
 
 #[cfg(test)]
 mod tests {
+    use cmap_core::{Address, EstablishErrorKind};
+
     use super::*;
+    use crate::test_server::{block_on, hello_reply, FakeServer, ScramServer};
+
+    /// Authenticates `credential` against `scram` after a hello that
+    /// answered the speculative first step (`speculative`) or not, and
+    /// returns the outcome and the commands the server received.
+    fn authenticate(
+        credential: &Credential,
+        mut scram: ScramServer,
+        speculative: bool,
+        hello: Document,
+    ) -> (Result<(), Error>, Vec<Document>) {
+        let auth = Authenticator::new(credential).unwrap();
+        let mut hello = hello;
+        if speculative {
+            hello.insert("speculativeAuthenticate", scram.start(&auth.speculative_start()));
+        }
+        let mut conn = Connection::new(
+            FakeServer::new(move |command| scram.handle(command)),
+            Address::new("db", 27017),
+        );
+        let result = block_on(auth.authenticate(&mut conn, &hello));
+        let received = std::mem::take(&mut conn.transport_mut().received);
+        (result, received)
+    }
+
+    #[test]
+    fn a_speculative_conversation_ends_with_one_sasl_continue() {
+        let credential = Credential::new("app", "secret", "shop");
+        let scram = ScramServer::new("SCRAM-SHA-256", "app", "secret");
+        let (result, received) = authenticate(&credential, scram, true, hello_reply());
+        result.unwrap();
+        // The client's proof goes to the credential's database, in the
+        // conversation the hello began; the server's final message ends it.
+        assert_eq!(received.len(), 1, "{received:?}");
+        assert_eq!(received[0].get_i32("saslContinue").ok(), Some(1));
+        assert_eq!(received[0].get_i32("conversationId").ok(), Some(1));
+        assert_eq!(received[0].get_str("$db").ok(), Some("shop"));
+    }
+
+    #[test]
+    fn without_a_speculative_answer_the_negotiated_mechanism_starts_a_conversation() {
+        for (offered, mechanism) in [
+            (vec!["SCRAM-SHA-1"], "SCRAM-SHA-1"),
+            (vec!["SCRAM-SHA-1", "SCRAM-SHA-256"], "SCRAM-SHA-256"),
+        ] {
+            let credential = Credential::new("app", "secret", "shop");
+            let scram = ScramServer::new(mechanism, "app", "secret");
+            let mut hello = hello_reply();
+            hello.insert("saslSupportedMechs", offered);
+            let (result, received) = authenticate(&credential, scram, false, hello);
+            result.unwrap();
+            let names: Vec<_> = received
+                .iter()
+                .map(|c| c.keys().next().unwrap().as_str())
+                .collect();
+            assert_eq!(names, ["saslStart", "saslContinue"]);
+            let start = &received[0];
+            assert_eq!(start.get_str("mechanism").ok(), Some(mechanism));
+            assert_eq!(start.get_str("$db").ok(), Some("shop"));
+            assert_eq!(start.get_i32("autoAuthorize").ok(), Some(1));
+            assert_eq!(
+                start.get_document("options").unwrap(),
+                &doc! { "skipEmptyExchange": true }
+            );
+        }
+    }
+
+    #[test]
+    fn a_wrong_password_fails_with_the_servers_error() {
+        let credential = Credential::new("app", "wrong", "shop");
+        for speculative in [true, false] {
+            let scram = ScramServer::new("SCRAM-SHA-256", "app", "secret");
+            let mut hello = hello_reply();
+            hello.insert("saslSupportedMechs", ["SCRAM-SHA-256"]);
+            let (result, _) = authenticate(&credential, scram, speculative, hello);
+            let err = result.unwrap_err();
+            assert_eq!(err.command_error().map(|e| e.code), Some(18), "{err}");
+            assert_eq!(err.establish_kind(), EstablishErrorKind::Authentication);
+            assert!(matches!(
+                err,
+                Error::Authentication {
+                    mechanism: "SCRAM-SHA-256",
+                    ..
+                }
+            ));
+        }
+    }
+
+    #[test]
+    fn a_server_that_does_not_prove_it_knows_the_password_is_refused() {
+        let credential = Credential::new("app", "secret", "shop");
+        let mut scram = ScramServer::new("SCRAM-SHA-256", "app", "secret");
+        scram.forged_signature = Some(vec![7; 32]);
+        let (result, _) = authenticate(&credential, scram, true, hello_reply());
+        let err = result.unwrap_err();
+        assert!(
+            matches!(&err, Error::Authentication { cause, .. } if matches!(**cause, Error::Scram(_))),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn a_server_before_4_4_gets_its_empty_exchange_and_an_endless_one_is_cut() {
+        let credential = Credential::new("app", "secret", "shop");
+        let mut scram = ScramServer::new("SCRAM-SHA-256", "app", "secret");
+        scram.empty_exchanges = 1;
+        let (result, received) = authenticate(&credential, scram, true, hello_reply());
+        result.unwrap();
+        assert_eq!(received.len(), 2);
+        assert_eq!(
+            received[1].get_binary_generic("payload").unwrap(),
+            &Vec::<u8>::new()
+        );
+
+        let mut scram = ScramServer::new("SCRAM-SHA-256", "app", "secret");
+        scram.empty_exchanges = 100;
+        let (result, received) = authenticate(&credential, scram, true, hello_reply());
+        assert!(result.unwrap_err().to_string().contains("never ended"));
+        assert_eq!(received.len(), 3);
+    }
 
     #[test]
     fn sha256_is_chosen_when_the_server_offers_it() {
