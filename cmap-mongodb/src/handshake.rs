@@ -107,6 +107,7 @@ mod tests {
     use cmap_core::Address;
 
     use super::*;
+    use crate::test_server::{block_on, hello_reply, FakeServer};
 
     fn info(reply: Document) -> ServerInfo {
         ServerInfo::from_hello(&reply)
@@ -161,5 +162,47 @@ mod tests {
         let oid = bson::oid::ObjectId::new();
         assert!(ok(doc! { "maxWireVersion": 21, "serviceId": oid }, &options).is_ok());
         assert_eq!(info(doc! { "serviceId": oid }).service_id, Some(oid));
+    }
+
+    #[test]
+    fn a_server_whose_range_meets_ours_at_one_end_is_taken() {
+        let options = MongoOptions::new(Address::new("db", 27017));
+        let ok = |reply: Document| check(&info(reply), &options, "db:27017".into());
+        assert!(ok(doc! { "minWireVersion": MAX_WIRE_VERSION, "maxWireVersion": 30 }).is_ok());
+        assert!(ok(doc! { "minWireVersion": 0, "maxWireVersion": MIN_WIRE_VERSION }).is_ok());
+        assert!(ok(doc! { "minWireVersion": MAX_WIRE_VERSION + 1, "maxWireVersion": 30 }).is_err());
+        assert!(ok(doc! { "minWireVersion": 0, "maxWireVersion": MIN_WIRE_VERSION - 1 }).is_err());
+    }
+
+    #[test]
+    fn the_hello_is_sent_to_admin_and_its_reply_kept_or_refused() {
+        let options = MongoOptions::new(Address::new("db", 27017));
+        let metadata = doc! { "driver": { "name": "x", "version": "1" } };
+        let mut conn = Connection::new(FakeServer::new(|_| hello_reply()), Address::new("db", 27017));
+        let reply = block_on(hello(&mut conn, &options, &metadata, None)).unwrap();
+        assert_eq!(reply, hello_reply());
+        let sent = &conn.transport_mut().received[0];
+        assert_eq!(sent.get_str("$db").ok(), Some("admin"));
+        assert_eq!(sent.get_i32("isMaster").ok(), Some(1));
+        // What the server said of itself is the connection's.
+        assert_eq!(conn.server(), &ServerInfo::from_hello(&hello_reply()));
+        assert_eq!(conn.server().connection_id, Some(7));
+
+        let mut conn = Connection::new(
+            FakeServer::new(|_| doc! { "ok": 0.0, "code": 11, "errmsg": "no" }),
+            Address::new("db", 27017),
+        );
+        let err = block_on(hello(&mut conn, &options, &metadata, None)).unwrap_err();
+        assert_eq!(err.command_error().map(|e| e.code), Some(11), "{err}");
+
+        let mut conn = Connection::new(
+            FakeServer::new(|_| doc! { "ok": 1.0, "maxWireVersion": 5 }),
+            Address::new("db", 27017),
+        );
+        let err = block_on(hello(&mut conn, &options, &metadata, None)).unwrap_err();
+        assert!(
+            matches!(err, Error::Handshake { ref address, .. } if address == "db:27017"),
+            "{err:?}"
+        );
     }
 }
