@@ -96,3 +96,71 @@ impl Settings {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::options::Credential;
+    use crate::test_server::{block_on, FakeServer};
+
+    use super::*;
+
+    fn settings(options: MongoOptions) -> Settings {
+        Settings::new(options, "tokio").unwrap()
+    }
+
+    #[test]
+    fn the_metadata_names_the_runtime_and_each_wrapping_library() {
+        let mut options = MongoOptions::new(Address::new("db", 27017));
+        options.app_name = Some("shop".into());
+        let mut settings = settings(options);
+        assert_eq!(settings.address(), &Address::new("db", 27017));
+        assert_eq!(settings.metadata.get_str("platform").ok(), Some("Rust, tokio"));
+        assert_eq!(
+            settings.metadata.get_document("application").ok(),
+            Some(&doc! { "name": "shop" })
+        );
+        settings.add_driver_info(DriverInfo {
+            name: "odm".into(),
+            version: Some("2".into()),
+            platform: None,
+        });
+        let driver = settings.metadata.get_document("driver").unwrap();
+        assert_eq!(driver.get_str("name").ok(), Some("cmap-mongodb|odm"));
+        assert_eq!(settings.metadata.get_str("platform").ok(), Some("Rust, tokio|"));
+    }
+
+    #[test]
+    fn a_credential_makes_an_authenticator() {
+        let mut options = MongoOptions::new(Address::new("db", 27017));
+        assert!(settings(options.clone()).authenticator().unwrap().is_none());
+        options.credential = Some(Credential::new("app", "secret", "shop"));
+        let settings = settings(options);
+        let auth = settings.authenticator().unwrap().expect("an authenticator");
+        assert_eq!(auth.negotiation_name().as_deref(), Some("shop.app"));
+    }
+
+    #[test]
+    fn the_check_refuses_a_broken_connection_and_pings_one_idle_past_the_threshold() {
+        let mut settings = settings(MongoOptions::new(Address::new("db", 27017)));
+        let mut conn = Connection::new(FakeServer::new(|_| doc! { "ok": 1.0 }), Address::new("db", 27017));
+        block_on(settings.check(&mut conn)).unwrap();
+        assert!(conn.transport_mut().received.is_empty(), "no threshold, no ping");
+
+        settings.validate_idle_after = Some(Duration::from_secs(3600));
+        block_on(settings.check(&mut conn)).unwrap();
+        assert!(conn.transport_mut().received.is_empty(), "not idle long enough");
+
+        settings.validate_idle_after = Some(Duration::ZERO);
+        block_on(settings.check(&mut conn)).unwrap();
+        let sent = &conn.transport_mut().received;
+        assert_eq!(sent.as_slice(), &[doc! { "ping": 1, "$db": "admin" }]);
+
+        conn.transport_mut().closed = true;
+        assert!(matches!(block_on(settings.check(&mut conn)), Err(Error::Broken)));
+        assert_eq!(
+            conn.transport_mut().received.len(),
+            1,
+            "no ping on a broken connection"
+        );
+    }
+}
