@@ -287,6 +287,64 @@ mod tests {
     }
 
     #[test]
+    fn the_os_type_is_what_uname_s_says_or_unknown() {
+        assert_eq!(os_type("linux"), "Linux");
+        assert_eq!(os_type("macos"), "Darwin");
+        assert_eq!(os_type("ios"), "Darwin");
+        assert_eq!(os_type("windows"), "Windows");
+        assert_eq!(os_type("freebsd"), "BSD");
+        assert_eq!(os_type("openbsd"), "BSD");
+        assert_eq!(os_type(""), "unknown");
+        assert_eq!(os_type("solaris"), "solaris");
+        let client = client_metadata(None, &[], "tokio", &vars(&[]), false);
+        assert_eq!(
+            client.get_document("os").unwrap().get_str("type").ok(),
+            Some(os_type(std::env::consts::OS))
+        );
+    }
+
+    #[test]
+    fn azure_functions_alone_are_named() {
+        let client = client_metadata(
+            None,
+            &[],
+            "tokio",
+            &vars(&[("FUNCTIONS_WORKER_RUNTIME", "node")]),
+            false,
+        );
+        assert_eq!(
+            client.get_document("env").unwrap(),
+            &doc! { "name": "azure.func" }
+        );
+    }
+
+    #[test]
+    fn a_platform_is_cut_on_a_character_boundary_and_no_shorter_than_needed() {
+        // Three-byte characters: whatever the cut, one of these lands
+        // inside a character and must go back to its start.
+        for prefix in ["", "a", "ab"] {
+            let wrappers = [DriverInfo {
+                name: "w".into(),
+                version: None,
+                platform: Some(format!("{prefix}{}", "€".repeat(300))),
+            }];
+            let client = client_metadata(None, &wrappers, "tokio", &vars(&[]), false);
+            let platform = client.get_str("platform").unwrap();
+            assert!(platform.ends_with('€'), "{prefix:?}");
+            assert!(
+                size(&client) <= MAX_METADATA_SIZE,
+                "{prefix:?}: {}",
+                size(&client)
+            );
+            assert!(
+                size(&client) > MAX_METADATA_SIZE - 3,
+                "{prefix:?}: {}",
+                size(&client)
+            );
+        }
+    }
+
+    #[test]
     fn an_oversized_document_is_cut_in_the_specifications_order() {
         let long = "x".repeat(400);
         let aws = [("AWS_LAMBDA_RUNTIME_API", "x"), ("AWS_REGION", long.as_str())];
