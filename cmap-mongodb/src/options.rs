@@ -352,6 +352,51 @@ mod tests {
     }
 
     #[test]
+    fn tls_and_ssl_may_both_be_given_when_they_agree() {
+        for uri in [
+            "mongodb://db/?tls=true&ssl=true",
+            "mongodb://db/?ssl=true",
+            "mongodb://db/?tls=true",
+        ] {
+            assert_eq!(
+                MongoOptions::parse(uri).unwrap().tls,
+                Some(TlsOptions::default()),
+                "{uri}"
+            );
+        }
+        for uri in ["mongodb://db/?tls=false&ssl=false", "mongodb://db/?ssl=false"] {
+            assert_eq!(MongoOptions::parse(uri).unwrap().tls, None, "{uri}");
+        }
+    }
+
+    #[test]
+    fn debug_shows_the_options_and_the_user_but_never_the_password() {
+        let o = MongoOptions::parse(
+            "mongodb://app:Qx7Zq9@db:27018/shop?appName=shop&authMechanism=SCRAM-SHA-256",
+        )
+        .unwrap();
+        let debug = format!("{o:?}");
+        for part in [
+            "MongoOptions",
+            "27018",
+            r#"app_name: Some("shop")"#,
+            r#"username: "app""#,
+            r#"source: "shop""#,
+            "ScramSha256",
+            "load_balanced: false",
+        ] {
+            assert!(debug.contains(part), "{part} in {debug}");
+        }
+        assert!(!debug.contains("Qx7Zq9"), "{debug}");
+        let credential = format!("{:?}", o.credential.unwrap());
+        assert!(
+            credential.starts_with("Credential {") && credential.contains("app"),
+            "{credential}"
+        );
+        assert!(!credential.contains("Qx7Zq9"), "{credential}");
+    }
+
+    #[test]
     fn what_it_cannot_do_is_refused_by_name() {
         let err = |uri: &str| MongoOptions::parse(uri).unwrap_err();
         assert_eq!(
