@@ -314,6 +314,68 @@ mod tests {
     }
 
     #[test]
+    fn an_error_code_of_any_bson_number_type_is_read() {
+        let code = |code: bson::Bson| {
+            CommandError::from_reply(&doc! { "ok": 0, "code": code })
+                .unwrap()
+                .code
+        };
+        assert_eq!(code(bson::Bson::Int32(11600)), 11600);
+        assert_eq!(code(bson::Bson::Int64(11600)), 11600);
+        assert_eq!(code(bson::Bson::Double(11600.0)), 11600);
+        assert_eq!(code(bson::Bson::Int64(1 << 40)), i32::MAX);
+        assert_eq!(code(bson::Bson::String("11600".into())), 0);
+        let err = CommandError::from_reply(&doc! { "ok": 0 }).unwrap();
+        assert_eq!(err.message, "the server gave no message");
+        assert!(err.labels.is_empty() && err.code_name.is_empty());
+    }
+
+    #[test]
+    fn network_errors_name_their_stage_and_leave_the_connection_unusable() {
+        let io = || std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        for (during, words) in [
+            (Stage::Connect, "while connecting"),
+            (Stage::Tls, "during the TLS handshake"),
+            (Stage::Hello, "during the hello"),
+            (Stage::Authentication, "during authentication"),
+            (Stage::Command, "while running a command"),
+        ] {
+            let network = Error::Network { during, source: io() };
+            assert!(
+                network
+                    .to_string()
+                    .starts_with(&format!("network error {words}: ")),
+                "{network}"
+            );
+            assert!(network.is_network());
+            let timeout = Error::Timeout {
+                during,
+                after: Duration::from_millis(2500),
+            };
+            assert_eq!(
+                timeout.to_string(),
+                format!("timed out {words} (connectTimeoutMS 2500ms)")
+            );
+            assert!(timeout.is_network());
+        }
+        assert_eq!(
+            Error::Network {
+                during: Stage::Command,
+                source: io()
+            }
+            .establish_kind(),
+            EstablishErrorKind::Other
+        );
+        assert!(Error::Broken.is_network());
+        assert!(Error::Protocol(ProtocolError::Truncated).is_network());
+        let command = Error::Command(CommandError::from_reply(&doc! { "ok": 0 }).unwrap());
+        assert!(!command.is_network());
+        assert_eq!(command.establish_kind(), EstablishErrorKind::Other);
+        assert!(command.command_error().is_some());
+        assert!(Error::Broken.command_error().is_none());
+    }
+
+    #[test]
     fn establishment_errors_are_classified_as_the_backpressure_rules_say() {
         let io = || std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
         let network = |during| Error::Network { during, source: io() };
