@@ -548,3 +548,71 @@ fn a_guard_shows_its_connection_id() {
         );
     });
 }
+
+#[test]
+fn the_pool_closes_when_its_last_handle_is_dropped() {
+    local(|| async {
+        let pool = pool(1, 0);
+        let shown = format!("{pool:?}");
+        assert!(
+            shown.starts_with("Pool") && shown.contains("localhost"),
+            "{shown}"
+        );
+        let names = recorder(&pool);
+        let clone = pool.clone();
+        drop(clone);
+        assert_eq!(pool.state(), PoolState::Ready, "another handle is left");
+        let held = pool.get().await.unwrap();
+        drop(pool);
+        assert!(
+            names.borrow().contains(&"ConnectionPoolClosed"),
+            "{:?}",
+            names.borrow()
+        );
+        // A guard outlives the handles: given back, its connection closes.
+        drop(held);
+        assert_eq!(
+            names.borrow().last(),
+            Some(&"ConnectionClosed"),
+            "{:?}",
+            names.borrow()
+        );
+    });
+}
+
+#[test]
+fn only_the_connections_in_use_at_a_clear_are_interrupted() {
+    local(|| async {
+        let pool = pool(2, 0);
+        let before = pool.get().await.unwrap();
+        pool.clear(true).unwrap();
+        pool.ready().unwrap();
+        let after = pool.get().await.unwrap();
+        assert!(before.is_interrupted());
+        assert!(!after.is_interrupted(), "checked out after the clear");
+    });
+}
+
+#[test]
+fn an_establishment_dropped_with_its_runtime_frees_its_place() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let tasks = tokio::task::LocalSet::new();
+    let pool = tasks.block_on(&rt, async {
+        let pool = pool(1, 60_000);
+        let get = pool.get();
+        tokio::task::spawn_local(async move {
+            let _ = get.await;
+        });
+        tokio::task::yield_now().await;
+        assert_eq!(pool.status().pending, 1, "{:?}", pool.status());
+        pool
+    });
+    // The runtime shuts down: the connect in flight is dropped unfinished.
+    drop(tasks);
+    drop(rt);
+    let status = pool.status();
+    assert_eq!((status.pending, status.total), (0, 0), "{status:?}");
+}
