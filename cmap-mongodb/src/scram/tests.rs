@@ -259,6 +259,16 @@ fn malformed_server_first_is_refused() {
             format!("{r},salt=c2FsdA==,i=4096"),
             first("an attribute name is not one letter"),
         ),
+        // RFC 5802's attr-val: ALPHA "=" value; a digit or a non-ASCII
+        // letter is no attribute name.
+        (
+            format!("{r},s=c2FsdA==,i=4096,1=x"),
+            first("an attribute name is not one letter"),
+        ),
+        (
+            format!("{r},s=c2FsdA==,i=4096,é=x"),
+            first("an attribute name is not one letter"),
+        ),
         (String::new(), first("an attribute without '='")),
     ];
     for (server_first, expected) in cases {
