@@ -82,6 +82,21 @@ mod tests {
     }
 
     #[test]
+    fn a_certificate_refusal_is_found_inside_the_io_error() {
+        // rustls reports a refused certificate as InvalidData wrapping its
+        // error: that is a TLS refusal (not retried), anything else a
+        // network error.
+        let refused = rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+        let io = std::io::Error::new(std::io::ErrorKind::InvalidData, refused.clone());
+        assert_eq!(refusal(&io), Some(refused));
+        assert_eq!(
+            refusal(&std::io::Error::from(std::io::ErrorKind::ConnectionReset)),
+            None
+        );
+        assert_eq!(refusal(&std::io::Error::other("not TLS")), None);
+    }
+
+    #[test]
     fn server_names_drop_ipv6_brackets() {
         assert!(server_name("db.example").is_ok());
         assert!(server_name("[::1]").is_ok());
