@@ -423,11 +423,7 @@ fn a_panicking_connection_drop_is_caught_and_the_pool_goes_on() {
 /// with no deadline.
 #[test]
 fn every_task_of_a_dropped_pool_ends() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let tasks = tokio::task::LocalSet::new();
+    let (rt, tasks) = cmap_testkit::rt::local_set();
     tasks.block_on(&rt, async {
         let pool: HookPool = Pool::builder()
             .address("watcher:5432")

@@ -595,11 +595,7 @@ fn only_the_connections_in_use_at_a_clear_are_interrupted() {
 
 #[test]
 fn an_establishment_dropped_with_its_runtime_frees_its_place() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let tasks = tokio::task::LocalSet::new();
+    let (rt, tasks) = cmap_testkit::rt::local_set();
     let pool = tasks.block_on(&rt, async {
         let pool = pool(1, 60_000);
         let get = pool.get();

@@ -101,11 +101,19 @@ pub async fn eventually(rt: &impl Runtime, what: &str, cond: impl FnMut() -> boo
 /// Runs `future` to completion inside a `LocalSet` on a current-thread
 /// tokio runtime (I/O and timers on): where cmap-local's pools live.
 pub fn on_local_set<F: Future>(future: F) -> F::Output {
+    let (rt, tasks) = local_set();
+    tasks.block_on(&rt, future)
+}
+
+/// A current-thread tokio runtime (I/O and timers on) and a `LocalSet`,
+/// for a test that awaits or drops the set itself (its tasks ended, or
+/// dropped unfinished).
+pub fn local_set() -> (tokio::runtime::Runtime, tokio::task::LocalSet) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("a current-thread runtime");
-    tokio::task::LocalSet::new().block_on(&rt, future)
+    (rt, tokio::task::LocalSet::new())
 }
 
 /// [`eventually`] on the current tokio runtime, for pools that are not
