@@ -217,3 +217,117 @@ fn peer_closed(peeked: io::Result<usize>, tls: bool) -> bool {
         Err(e) => e.kind() != io::ErrorKind::WouldBlock,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    #[test]
+    fn a_peek_says_closed_on_end_of_stream_an_error_or_plain_bytes_nobody_asked_for() {
+        for tls in [false, true] {
+            assert!(peer_closed(Ok(0), tls), "end of stream");
+            assert!(
+                !peer_closed(Err(io::ErrorKind::WouldBlock.into()), tls),
+                "nothing to read"
+            );
+            assert!(
+                peer_closed(Err(io::ErrorKind::ConnectionReset.into()), tls),
+                "reset"
+            );
+        }
+        assert!(peer_closed(Ok(1), false), "plain bytes: out of step");
+        assert!(!peer_closed(Ok(1), true), "TLS records of the server's own");
+    }
+
+    /// A connected pair of sockets on the loopback: ours, and the peer's.
+    fn pair() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let ours = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (peer, _) = listener.accept().unwrap();
+        peer.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        (ours, peer)
+    }
+
+    /// Waits until `closed` says so: the peer's FIN takes a moment to
+    /// arrive.
+    fn eventually(mut closed: impl FnMut() -> bool) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if closed() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        false
+    }
+
+    #[cfg(feature = "blocking")]
+    #[test]
+    fn a_std_stream_moves_bytes_and_sees_the_peer_hang_up() {
+        use crate::test_server::block_on;
+        let (ours, mut peer) = pair();
+        let mut stream = StdStream::Plain(ours);
+        block_on(stream.write_all(b"ping")).unwrap();
+        let mut got = [0u8; 4];
+        peer.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"ping");
+        peer.write_all(b"pong").unwrap();
+        let mut reply = [0u8; 4];
+        block_on(stream.read_exact(&mut reply)).unwrap();
+        assert_eq!(&reply, b"pong");
+        assert!(!stream.is_closed(), "an idle, open connection");
+        drop(peer);
+        assert!(eventually(|| stream.is_closed()));
+    }
+
+    #[cfg(feature = "tokio")]
+    #[test]
+    fn a_tokio_stream_moves_bytes_and_sees_the_peer_hang_up() {
+        let (ours, mut peer) = pair();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut stream = runtime.block_on(async {
+            ours.set_nonblocking(true).unwrap();
+            TokioStream::Plain(tokio::net::TcpStream::from_std(ours).unwrap())
+        });
+        runtime.block_on(stream.write_all(b"ping")).unwrap();
+        let mut got = [0u8; 4];
+        peer.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"ping");
+        peer.write_all(b"pong").unwrap();
+        let mut reply = [0u8; 4];
+        runtime.block_on(stream.read_exact(&mut reply)).unwrap();
+        assert_eq!(&reply, b"pong");
+        assert!(!runtime.block_on(async { stream.is_closed() }));
+        drop(peer);
+        // The runtime's reactor learns of the hang-up while it runs.
+        assert!(eventually(|| runtime.block_on(async {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            stream.is_closed()
+        })));
+    }
+
+    #[cfg(feature = "smol")]
+    #[test]
+    fn an_async_io_stream_moves_bytes_and_sees_the_peer_hang_up() {
+        let (ours, mut peer) = pair();
+        let mut stream = AsyncIoStream::Plain(async_net::TcpStream::try_from(ours).unwrap());
+        smol::block_on(stream.write_all(b"ping")).unwrap();
+        let mut got = [0u8; 4];
+        peer.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"ping");
+        peer.write_all(b"pong").unwrap();
+        let mut reply = [0u8; 4];
+        smol::block_on(stream.read_exact(&mut reply)).unwrap();
+        assert_eq!(&reply, b"pong");
+        assert!(!stream.is_closed());
+        drop(peer);
+        assert!(eventually(|| stream.is_closed()));
+    }
+}
