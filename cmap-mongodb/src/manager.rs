@@ -124,3 +124,26 @@ impl<R: Runtime> Manager<R> {
         self
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_names_the_runtime_and_the_options_but_not_the_password() {
+        let manager = Manager::<Threads>::new("mongodb://app:Qx7Zq9@db:27018/shop?appName=shop")
+            .unwrap()
+            .validate_idle_after(Duration::from_secs(30));
+        let debug = format!("{manager:?}");
+        for part in [
+            "MongoManager",
+            r#"runtime: "threads""#,
+            "27018",
+            r#"app_name: Some("shop")"#,
+            "validate_idle_after: Some(30s)",
+        ] {
+            assert!(debug.contains(part), "{part} in {debug}");
+        }
+        assert!(!debug.contains("Qx7Zq9"), "{debug}");
+    }
+}
