@@ -371,4 +371,17 @@ pub async fn metrics_count_checkouts_through_the_facade<R: Runtime + Default, T:
         "{:?}",
         rec.keys()
     );
+    // Each is described for the exporter's HELP line; durations in seconds.
+    for key in rec.keys() {
+        let name = key.split('{').next().unwrap_or_default();
+        let (unit, help) = rec
+            .description(name)
+            .unwrap_or_else(|| panic!("{name} described"));
+        assert!(!help.is_empty(), "{name}");
+        assert_eq!(
+            unit == Some(metrics::Unit::Seconds),
+            name.ends_with("_seconds"),
+            "{name}: {unit:?}"
+        );
+    }
 }

@@ -23,6 +23,8 @@ struct Store {
     counters: BTreeMap<String, Arc<AtomicU64>>,
     gauges: BTreeMap<String, Arc<AtomicU64>>,
     histograms: BTreeMap<String, Arc<Samples>>,
+    /// Each metric's unit and help text, by name.
+    descriptions: BTreeMap<String, (Option<Unit>, String)>,
 }
 
 /// Keeps every counter, gauge and histogram registered with it, by
@@ -81,6 +83,18 @@ impl Recording {
             .map_or(Vec::new(), |h| h.0.lock().unwrap().clone())
     }
 
+    /// The unit and help text a metric was described with, by name.
+    pub fn description(&self, name: &str) -> Option<(Option<Unit>, String)> {
+        self.0.lock().unwrap().descriptions.get(name).cloned()
+    }
+
+    fn describe(&self, name: KeyName, unit: Option<Unit>, help: SharedString) {
+        let mut store = self.0.lock().unwrap();
+        store
+            .descriptions
+            .insert(name.as_str().to_owned(), (unit, help.into_owned()));
+    }
+
     /// Every key registered, counters, gauges and histograms.
     pub fn keys(&self) -> Vec<String> {
         let store = self.0.lock().unwrap();
@@ -97,9 +111,15 @@ impl Recording {
 }
 
 impl Recorder for Recording {
-    fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-    fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-    fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_counter(&self, name: KeyName, unit: Option<Unit>, help: SharedString) {
+        self.describe(name, unit, help);
+    }
+    fn describe_gauge(&self, name: KeyName, unit: Option<Unit>, help: SharedString) {
+        self.describe(name, unit, help);
+    }
+    fn describe_histogram(&self, name: KeyName, unit: Option<Unit>, help: SharedString) {
+        self.describe(name, unit, help);
+    }
 
     fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
         let mut store = self.0.lock().unwrap();
