@@ -166,3 +166,118 @@ async fn connect<N: Net>(settings: &Settings) -> Result<N::Tcp, Error> {
             .unwrap_or_else(|| io::Error::new(io::ErrorKind::NotFound, "the host resolved to no address")),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use bson::doc;
+
+    use super::*;
+    use crate::test_server::{closed_port, mongod, serve};
+
+    fn new_manager<N: Net>(uri: &str) -> Manager<N> {
+        Manager::<N>::new(uri).unwrap()
+    }
+
+    /// What every async runtime must do the same, against a server on a
+    /// loopback port.
+    async fn scenarios<N: Net>() {
+        let server = serve(mongod);
+        let uri = format!("mongodb://app:secret@{server}/shop");
+        let manager = new_manager::<N>(&uri).validate_idle_after(Duration::ZERO);
+        // TCP, the hello and SCRAM: a connection ready for commands.
+        let mut conn = ManageConnection::connect(&manager).await.unwrap();
+        assert_eq!(conn.server().max_wire_version, 25);
+        assert_eq!(conn.address().port(), Some(server.port()));
+        assert!(!ManageConnection::is_broken(&manager, &mut conn));
+        ManageConnection::check(&manager, &mut conn).await.unwrap();
+        let reply = conn.run_command("shop", &doc! { "ping": 1 }).await.unwrap();
+        assert_eq!(reply, doc! { "ok": 1.0 });
+        assert_eq!(ManageConnection::service_id(&manager, &conn), None);
+        assert_eq!(
+            ManageConnection::address(&manager),
+            Some(Address::new("127.0.0.1", server.port()))
+        );
+        // The server hangs up: the command fails, the connection is broken.
+        let err = conn
+            .run_command("admin", &doc! { "hangUp": 1 })
+            .await
+            .unwrap_err();
+        assert!(err.is_network(), "{err:?}");
+        assert!(ManageConnection::is_broken(&manager, &mut conn));
+
+        // In load-balanced mode the reply's serviceId is the connection's.
+        let oid = bson::oid::ObjectId::new();
+        let lb = serve(move || {
+            move |command: &bson::Document| {
+                let mut reply = crate::test_server::hello_reply();
+                if command.contains_key("hello") {
+                    reply.insert("serviceId", oid);
+                }
+                Some(reply)
+            }
+        });
+        let lb = new_manager::<N>(&format!("mongodb://{lb}/?loadBalanced=true"));
+        let conn = lb.open().await.unwrap();
+        assert_eq!(
+            ManageConnection::service_id(&lb, &conn),
+            Some(ServiceId(oid.bytes()))
+        );
+
+        // A wrong password is an authentication failure.
+        let wrong = new_manager::<N>(&format!("mongodb://app:wrong@{server}/shop"));
+        let err = wrong.open().await.unwrap_err();
+        assert_eq!(
+            ManageConnection::classify(&wrong, &err),
+            EstablishErrorKind::Authentication,
+            "{err}"
+        );
+        assert_eq!(err.command_error().map(|e| e.code), Some(18), "{err}");
+
+        // Nobody listening: a network error while connecting.
+        let refused = new_manager::<N>(&format!("mongodb://{}/", closed_port()));
+        let err = refused.open().await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Network {
+                    during: Stage::Connect,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert_eq!(err.establish_kind(), EstablishErrorKind::Network);
+
+        // A server that does not answer the hello in time: connectTimeoutMS.
+        let silent = serve(|| {
+            |_: &bson::Document| {
+                std::thread::sleep(Duration::from_secs(3));
+                None
+            }
+        });
+        let slow = new_manager::<N>(&format!("mongodb://{silent}/?connectTimeoutMS=200"));
+        let started = Instant::now();
+        let err = slow.open().await.unwrap_err();
+        assert!(
+            matches!(err, Error::Timeout { during: Stage::Hello, after } if after == Duration::from_millis(200)),
+            "{err:?}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
+    #[cfg(feature = "tokio")]
+    #[test]
+    fn the_tokio_manager_opens_connections_and_names_what_fails() {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(scenarios::<crate::Tokio>());
+    }
+
+    #[cfg(feature = "smol")]
+    #[test]
+    fn the_async_io_manager_opens_connections_and_names_what_fails() {
+        smol::block_on(scenarios::<crate::AsyncIo>());
+    }
+}

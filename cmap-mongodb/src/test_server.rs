@@ -300,3 +300,68 @@ fn hi<D: EagerHash + Digest>(password: &[u8], salt: &[u8], iterations: u32) -> V
     pbkdf2::pbkdf2_hmac::<D>(password, salt, iterations, &mut salted);
     salted
 }
+
+/// A MongoDB server on a loopback port, for the managers' tests: each
+/// connection is served on a thread of its own by a handler `handlers`
+/// makes for it; a handler that answers `None` hangs up.
+pub(crate) fn serve<H>(mut handlers: impl FnMut() -> H + Send + 'static) -> std::net::SocketAddr
+where
+    H: FnMut(&Document) -> Option<Document> + Send + 'static,
+{
+    use std::io::{Read, Write};
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut handler = handlers();
+            std::thread::spawn(move || loop {
+                let mut header = [0u8; HEADER_LEN];
+                if stream.read_exact(&mut header).is_err() {
+                    return;
+                }
+                let word = |i: usize| i32::from_le_bytes(header[i..i + 4].try_into().unwrap());
+                let mut body = vec![0; usize::try_from(word(0)).unwrap() - HEADER_LEN];
+                stream.read_exact(&mut body).unwrap();
+                let command = decode_reply(&body).expect("a well-formed OP_MSG request");
+                let Some(reply) = handler(&command) else { return };
+                if stream.write_all(&op_msg_reply(word(4), &reply)).is_err() {
+                    return;
+                }
+            });
+        }
+    });
+    address
+}
+
+/// A mongod with one user, `app` with password `secret`
+/// (SCRAM-SHA-256): the hello (taking up a speculative first step), the
+/// SASL commands, `hangUp` (it closes the connection), and `{ok: 1}`
+/// for anything else.
+pub(crate) fn mongod() -> impl FnMut(&Document) -> Option<Document> + Send + 'static {
+    let mut scram = ScramServer::new("SCRAM-SHA-256", "app", "secret");
+    move |command| {
+        Some(
+            if command.contains_key("isMaster") || command.contains_key("hello") {
+                let mut reply = hello_reply();
+                if let Ok(start) = command.get_document("speculativeAuthenticate") {
+                    reply.insert("speculativeAuthenticate", scram.start(start));
+                }
+                reply
+            } else if command.contains_key("saslStart") || command.contains_key("saslContinue") {
+                scram.handle(command)
+            } else if command.contains_key("hangUp") {
+                return None;
+            } else {
+                doc! { "ok": 1.0 }
+            },
+        )
+    }
+}
+
+/// A port nothing listens on.
+pub(crate) fn closed_port() -> std::net::SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap()
+}
