@@ -239,3 +239,141 @@ impl ManageConnection for Manager<Threads> {
         conn.0.service_id()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use bson::doc;
+
+    use super::*;
+    use crate::test_server::{closed_port, hello_reply, mongod, serve};
+
+    #[test]
+    fn the_blocking_manager_opens_connections_and_names_what_fails() {
+        let server = serve(mongod);
+        let manager = MongoManager::new(&format!("mongodb://app:secret@{server}/shop"))
+            .unwrap()
+            .validate_idle_after(Duration::ZERO);
+        // TCP, the hello and SCRAM: a connection ready for commands.
+        let mut conn = ManageConnection::connect(&manager).unwrap();
+        assert_eq!(conn.server().max_wire_version, 25);
+        assert_eq!(conn.get_ref().address().port(), Some(server.port()));
+        assert!(!ManageConnection::is_broken(&manager, &mut conn));
+        assert!(!conn.is_broken());
+        ManageConnection::check(&manager, &mut conn).unwrap();
+        assert_eq!(
+            conn.run_command("shop", &doc! { "ping": 1 }).unwrap(),
+            doc! { "ok": 1.0 }
+        );
+        // Commands have no socket timeout once the connection is made.
+        assert_eq!(conn_tcp(conn.get_ref()).read_timeout().unwrap(), None);
+        assert_eq!(ManageConnection::service_id(&manager, &conn), None);
+        assert_eq!(
+            ManageConnection::address(&manager),
+            Some(Address::new("127.0.0.1", server.port()))
+        );
+        // The server hangs up: the command fails, the connection is broken.
+        let err = conn.run_command("admin", &doc! { "hangUp": 1 }).unwrap_err();
+        assert!(err.is_network(), "{err:?}");
+        assert!(conn.is_broken());
+        assert!(ManageConnection::is_broken(&manager, &mut conn));
+        assert!(ManageConnection::check(&manager, &mut conn).is_err());
+
+        // In load-balanced mode the reply's serviceId is the connection's.
+        let oid = bson::oid::ObjectId::new();
+        let lb = serve(move || {
+            move |_: &Document| {
+                let mut reply = hello_reply();
+                reply.insert("serviceId", oid);
+                Some(reply)
+            }
+        });
+        let lb = MongoManager::new(&format!("mongodb://{lb}/?loadBalanced=true")).unwrap();
+        let conn = lb.open().unwrap();
+        assert_eq!(
+            ManageConnection::service_id(&lb, &conn),
+            Some(ServiceId(oid.bytes()))
+        );
+
+        // A wrong password is an authentication failure.
+        let wrong = MongoManager::new(&format!("mongodb://app:wrong@{server}/shop")).unwrap();
+        let err = wrong.open().unwrap_err();
+        assert_eq!(
+            ManageConnection::classify(&wrong, &err),
+            EstablishErrorKind::Authentication,
+            "{err}"
+        );
+        assert_eq!(err.command_error().map(|e| e.code), Some(18), "{err}");
+
+        // Nobody listening: a network error while connecting.
+        let refused = MongoManager::new(&format!("mongodb://{}/", closed_port())).unwrap();
+        let err = refused.open().unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Network {
+                    during: Stage::Connect,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+
+        // A server that does not answer the hello in time: connectTimeoutMS.
+        let silent = serve(|| {
+            |_: &Document| {
+                std::thread::sleep(Duration::from_secs(3));
+                None
+            }
+        });
+        let slow = MongoManager::new(&format!("mongodb://{silent}/?connectTimeoutMS=200")).unwrap();
+        let started = Instant::now();
+        let err = slow.open().unwrap_err();
+        assert!(
+            matches!(err, Error::Timeout { during: Stage::Hello, after } if after == Duration::from_millis(200)),
+            "{err:?}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    #[test]
+    fn the_deadline_gives_each_step_what_is_left_and_names_a_socket_timeout() {
+        let none = Deadline::new(None);
+        assert!(matches!(none.left(Stage::Hello), Ok(None)));
+        let later = Deadline::new(Some(Duration::from_secs(60)));
+        let left = later.left(Stage::Hello).unwrap().unwrap();
+        assert!(
+            left <= Duration::from_secs(60) && left > Duration::from_secs(50),
+            "{left:?}"
+        );
+        let past = Deadline::new(Some(Duration::ZERO));
+        assert!(matches!(
+            past.left(Stage::Tls),
+            Err(Error::Timeout { during: Stage::Tls, after }) if after.is_zero()
+        ));
+        for kind in [io::ErrorKind::WouldBlock, io::ErrorKind::TimedOut] {
+            assert!(matches!(
+                later.network(Stage::Hello, kind.into()),
+                Error::Timeout { during: Stage::Hello, after } if after == Duration::from_secs(60)
+            ));
+            // Without connectTimeoutMS there is no timeout to blame.
+            assert!(matches!(
+                none.network(Stage::Hello, kind.into()),
+                Error::Network {
+                    during: Stage::Hello,
+                    ..
+                }
+            ));
+        }
+        assert!(matches!(
+            later.network(Stage::Connect, io::ErrorKind::ConnectionRefused.into()),
+            Error::Network {
+                during: Stage::Connect,
+                ..
+            }
+        ));
+    }
+}
