@@ -7,6 +7,9 @@ use bson::{doc, Document};
 /// The whole `client` document's limit, BSON overhead included.
 pub(crate) const MAX_METADATA_SIZE: usize = 512;
 
+/// This driver's name in `client.driver.name`.
+const DRIVER_NAME: &str = "cmap-mongodb";
+
 /// `client.application.name`'s limit.
 pub const MAX_APP_NAME_SIZE: usize = 128;
 
@@ -34,7 +37,7 @@ pub(crate) fn client_metadata(
     var: &dyn Fn(&str) -> Option<String>,
     dockerenv: bool,
 ) -> Document {
-    let mut driver_name = "cmap-mongodb".to_owned();
+    let mut driver_name = DRIVER_NAME.to_owned();
     let mut driver_version = env!("CARGO_PKG_VERSION").to_owned();
     let mut platform = format!("Rust, {runtime}");
     for wrapper in wrappers.iter().filter(|w| !w.name.is_empty()) {
@@ -143,7 +146,11 @@ fn keep_only(doc: &mut Document, key: &str) {
 
 /// Shrinks the document in the specification's order until it fits:
 /// `env` down to its name, `os` down to its type, no `env`, then a
-/// shorter `platform`.
+/// shorter `platform`. Wrappers' names and versions can still be too long
+/// on their own (the limit is a MUST, the order a SHOULD): then the
+/// wrappers' parts of `driver.version`, then of `driver.name`, are cut,
+/// never this driver's own. (An `application.name` is at most 128 bytes:
+/// with it, this driver's own fields fit.)
 fn fit(mut client: Document) -> Document {
     if size(&client) <= MAX_METADATA_SIZE {
         return client;
@@ -164,18 +171,34 @@ fn fit(mut client: Document) -> Document {
         return client;
     }
     client.remove("env");
-    let over = size(&client).saturating_sub(MAX_METADATA_SIZE);
-    if over > 0 {
-        if let Ok(platform) = client.get_str("platform") {
-            let mut keep = platform.len().saturating_sub(over);
-            while !platform.is_char_boundary(keep) {
-                keep -= 1;
-            }
-            let shorter = platform[..keep].to_owned();
-            client.insert("platform", shorter);
+    let cuts = [
+        (None, "platform", 0),
+        (Some("driver"), "version", env!("CARGO_PKG_VERSION").len()),
+        (Some("driver"), "name", DRIVER_NAME.len()),
+    ];
+    for (parent, field, floor) in cuts {
+        let over = size(&client).saturating_sub(MAX_METADATA_SIZE);
+        let doc = match parent {
+            None => Some(&mut client),
+            Some(parent) => client.get_document_mut(parent).ok(),
+        };
+        if let (true, Some(doc)) = (over > 0, doc) {
+            shorten(doc, field, over, floor);
         }
     }
     client
+}
+
+/// Cuts `over` bytes off the end of `doc`'s string `key`, on a character
+/// boundary, keeping at least its first `floor` bytes.
+fn shorten(doc: &mut Document, key: &str, over: usize, floor: usize) {
+    let Ok(value) = doc.get_str(key) else { return };
+    let mut keep = value.len().saturating_sub(over).max(floor.min(value.len()));
+    while !value.is_char_boundary(keep) {
+        keep -= 1;
+    }
+    let shorter = value[..keep].to_owned();
+    doc.insert(key, shorter);
 }
 
 #[cfg(test)]
@@ -367,5 +390,40 @@ mod tests {
         assert!(!client.contains_key("env"));
         assert_eq!(client.get_document("os").unwrap().len(), 1);
         assert!(client.get_str("platform").unwrap().starts_with("Rust, tokio|xxx"));
+    }
+
+    /// Wrappers whose names and versions alone pass the limit: the
+    /// document still fits, with this driver's own name and version kept.
+    #[test]
+    fn oversized_wrapper_names_and_versions_are_cut_to_fit() {
+        let long = "n".repeat(300);
+        let wrappers = [DriverInfo {
+            name: long.clone(),
+            version: Some("v".repeat(300)),
+            platform: Some(long),
+        }];
+        let app = "a".repeat(MAX_APP_NAME_SIZE);
+        let client = client_metadata(Some(&app), &wrappers, "tokio", &|_| None, false);
+        assert!(size(&client) <= MAX_METADATA_SIZE, "{}", size(&client));
+        assert!(size(&client) >= MAX_METADATA_SIZE - 4, "cut no more than needed");
+        let driver = client.get_document("driver").unwrap();
+        assert!(
+            driver.get_str("name").unwrap().starts_with("cmap-mongodb|nnn"),
+            "{driver}"
+        );
+        assert_eq!(
+            driver.get_str("version").unwrap(),
+            env!("CARGO_PKG_VERSION"),
+            "{driver}"
+        );
+        assert_eq!(client.get_str("platform").unwrap(), "");
+        assert_eq!(
+            client
+                .get_document("application")
+                .unwrap()
+                .get_str("name")
+                .unwrap(),
+            app
+        );
     }
 }
