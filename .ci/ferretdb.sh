@@ -42,6 +42,7 @@ build() {
   work=$(mktemp -d)
   cp -r "$src/." "$work"
   chmod -R u+w "$work"
+  # A plain `go install` lacks this file, and its binary panics at start.
   echo "$VERSION" >"$work/build/version/version.txt"
   mkdir -p "$(dirname "$BIN")"
   (cd "$work" && GOFLAGS=-buildvcs=false go build -o "$BIN.tmp" ./cmd/ferretdb) || die "go build of FerretDB $VERSION failed"
