@@ -172,7 +172,7 @@ mod tests {
     use bson::doc;
 
     use super::*;
-    use crate::test_server::{closed_port, mongod, serve};
+    use crate::test_server::{closed_port, load_balancer, mongod, serve, silent};
 
     fn new_manager<N: Net>(uri: &str) -> Manager<N> {
         Manager::<N>::new(uri).unwrap()
@@ -207,16 +207,7 @@ mod tests {
 
         // In load-balanced mode the reply's serviceId is the connection's.
         let oid = bson::oid::ObjectId::new();
-        let lb = serve(move || {
-            move |command: &bson::Document| {
-                let mut reply = crate::test_server::hello_reply();
-                if command.contains_key("hello") {
-                    reply.insert("serviceId", oid);
-                }
-                Some(reply)
-            }
-        });
-        let lb = new_manager::<N>(&format!("mongodb://{lb}/?loadBalanced=true"));
+        let lb = new_manager::<N>(&format!("mongodb://{}/?loadBalanced=true", load_balancer(oid)));
         let conn = lb.open().await.unwrap();
         assert_eq!(
             ManageConnection::service_id(&lb, &conn),
@@ -249,13 +240,7 @@ mod tests {
         assert_eq!(err.establish_kind(), EstablishErrorKind::Network);
 
         // A server that does not answer the hello in time: connectTimeoutMS.
-        let silent = serve(|| {
-            |_: &bson::Document| {
-                std::thread::sleep(Duration::from_secs(3));
-                None
-            }
-        });
-        let slow = new_manager::<N>(&format!("mongodb://{silent}/?connectTimeoutMS=200"));
+        let slow = new_manager::<N>(&format!("mongodb://{}/?connectTimeoutMS=200", silent()));
         let started = Instant::now();
         let err = slow.open().await.unwrap_err();
         assert!(

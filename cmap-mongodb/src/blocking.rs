@@ -245,7 +245,7 @@ mod tests {
     use bson::doc;
 
     use super::*;
-    use crate::test_server::{closed_port, hello_reply, mongod, serve};
+    use crate::test_server::{closed_port, load_balancer, mongod, serve, silent};
 
     #[test]
     fn the_blocking_manager_opens_connections_and_names_what_fails() {
@@ -280,14 +280,7 @@ mod tests {
 
         // In load-balanced mode the reply's serviceId is the connection's.
         let oid = bson::oid::ObjectId::new();
-        let lb = serve(move || {
-            move |_: &Document| {
-                let mut reply = hello_reply();
-                reply.insert("serviceId", oid);
-                Some(reply)
-            }
-        });
-        let lb = MongoManager::new(&format!("mongodb://{lb}/?loadBalanced=true")).unwrap();
+        let lb = MongoManager::new(&format!("mongodb://{}/?loadBalanced=true", load_balancer(oid))).unwrap();
         let conn = lb.open().unwrap();
         assert_eq!(
             ManageConnection::service_id(&lb, &conn),
@@ -319,13 +312,7 @@ mod tests {
         );
 
         // A server that does not answer the hello in time: connectTimeoutMS.
-        let silent = serve(|| {
-            |_: &Document| {
-                std::thread::sleep(Duration::from_secs(3));
-                None
-            }
-        });
-        let slow = MongoManager::new(&format!("mongodb://{silent}/?connectTimeoutMS=200")).unwrap();
+        let slow = MongoManager::new(&format!("mongodb://{}/?connectTimeoutMS=200", silent())).unwrap();
         let started = Instant::now();
         let err = slow.open().unwrap_err();
         assert!(

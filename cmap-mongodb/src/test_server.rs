@@ -360,6 +360,31 @@ pub(crate) fn mongod() -> impl FnMut(&Document) -> Option<Document> + Send + 'st
     }
 }
 
+/// A load balancer's mongod: its hello reply carries `service_id`, the
+/// rest is [`mongod`]'s; no user.
+pub(crate) fn load_balancer(service_id: bson::oid::ObjectId) -> std::net::SocketAddr {
+    serve(move || {
+        move |command: &Document| {
+            let mut reply = hello_reply();
+            if command.contains_key("hello") {
+                reply.insert("serviceId", service_id);
+            }
+            Some(reply)
+        }
+    })
+}
+
+/// A server that reads each command and answers none for 3 s, then hangs
+/// up: for a `connectTimeoutMS` shorter than that.
+pub(crate) fn silent() -> std::net::SocketAddr {
+    serve(|| {
+        |_: &Document| {
+            std::thread::sleep(std::time::Duration::from_secs(3));
+            None
+        }
+    })
+}
+
 /// A port nothing listens on.
 pub(crate) fn closed_port() -> std::net::SocketAddr {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
