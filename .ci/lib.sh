@@ -30,6 +30,19 @@ apt_install() {
     || die "apt-get install ${missing[*]} failed"
 }
 
+# put_file SRC DEST OWNER MODE: makes DEST a copy of SRC owned by OWNER
+# (user:group) with MODE, whatever the umask and whatever stood at DEST
+# before (another owner, another mode, another content). Returns 0 when it
+# changed something, 1 when DEST already was so: callers restart a server
+# only then.
+put_file() {
+  local src="$1" dest="$2" owner="$3" mode="$4"
+  if cmp -s "$src" "$dest" && [ "$(stat -c '%U:%G %a' "$dest")" = "$owner $mode" ]; then
+    return 1
+  fi
+  install -o "${owner%%:*}" -g "${owner#*:}" -m "$mode" "$src" "$dest" || die "could not write $dest"
+}
+
 # Waits up to $1 seconds for the command that follows to succeed.
 wait_for() {
   local seconds="$1"

@@ -39,20 +39,17 @@ if ! grep -q '^# cmap-pool: trust on loopback' "$conf/pg_hba.conf"; then
   changed=1
 fi
 
-# install_if_changed SRC DEST MODE: copies a file owned by postgres.
-install_if_changed() {
-  if ! cmp -s "$1" "$2"; then
-    install -o postgres -g postgres -m "$3" "$1" "$2"
-    changed=1
-  fi
-}
-install_if_changed "$tls_dir/server.pem" "$conf/cmap-server.pem" 644
-install_if_changed "$tls_dir/server.key" "$conf/cmap-server.key" 600
+# Every file the server reads is the postgres user's, with the mode the
+# server needs (the key: 600, or PostgreSQL refuses it), whatever the umask
+# and whatever an earlier run left there.
+put_file "$tls_dir/server.pem" "$conf/cmap-server.pem" postgres:postgres 644 && changed=1
+put_file "$tls_dir/server.key" "$conf/cmap-server.key" postgres:postgres 600 && changed=1
 
 # Room for the benchmarks' pools beside the tests' (the default is 100),
 # and TLS with the project's certificate beside clear text.
-mkdir -p "$conf/conf.d"
+install -d -o postgres -g postgres -m 755 "$conf/conf.d"
 settings=$(mktemp)
+trap 'rm -f "$settings"' EXIT
 cat >"$settings" <<CONF
 port = 5432
 max_connections = 300
@@ -60,11 +57,7 @@ ssl = on
 ssl_cert_file = '$conf/cmap-server.pem'
 ssl_key_file = '$conf/cmap-server.key'
 CONF
-if ! cmp -s "$settings" "$conf/conf.d/cmap-pool.conf"; then
-  cp "$settings" "$conf/conf.d/cmap-pool.conf"
-  changed=1
-fi
-rm -f "$settings"
+put_file "$settings" "$conf/conf.d/cmap-pool.conf" postgres:postgres 644 && changed=1
 
 online() { pg_lsclusters --no-header | awk -v v="$version" '$1 == v && $2 == "main" && $4 == "online" { found = 1 } END { exit !found }'; }
 if online; then

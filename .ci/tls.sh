@@ -10,7 +10,9 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 DIR="${CMAP_TLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/cmap-pool/tls}"
-if [ -s "$DIR/ca.pem" ] && [ -s "$DIR/server.pem" ] && [ -s "$DIR/server.key" ]; then
+# Kept while all three are there and the certificate has a day left.
+if [ -s "$DIR/ca.pem" ] && [ -s "$DIR/server.pem" ] && [ -s "$DIR/server.key" ] \
+  && openssl x509 -checkend 86400 -noout -in "$DIR/server.pem" >/dev/null 2>&1; then
   say "certificates in $DIR"
   exit 0
 fi
@@ -27,5 +29,8 @@ printf '%s\n' "subjectAltName=DNS:localhost" "basicConstraints=critical,CA:FALSE
   "keyUsage=critical,digitalSignature,keyEncipherment" "extendedKeyUsage=serverAuth" >"$work/ext"
 openssl x509 -req -in "$work/server.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" -CAcreateserial \
   -days 3650 -extfile "$work/ext" -out "$work/server.pem" 2>/dev/null || die "openssl could not sign the server certificate"
-cp "$work/ca.pem" "$work/server.pem" "$work/server.key" "$DIR/"
+# Modes set, not left to the umask: the certificates are public, the key
+# is its owner's (the servers get copies of their own, .ci/postgres.sh).
+install -m 644 "$work/ca.pem" "$work/server.pem" "$DIR/"
+install -m 600 "$work/server.key" "$DIR/"
 say "made a CA and a certificate for localhost in $DIR"
