@@ -15,120 +15,50 @@
 //! # }
 //! ```
 
-use std::fmt;
-use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cmap_blocking::{EstablishErrorKind, ManageConnection};
 use postgres::tls::{MakeTlsConnect, TlsConnect};
-use postgres::{Client, Config, NoTls, Socket};
+use postgres::{Client, NoTls, Socket};
 use tokio_postgres::error::SqlState;
 
-use crate::{Address, PgError, Reset, DEFAULT_VALIDATION_TIMEOUT, IN_NO_TRANSACTION};
+pub use crate::manager::Threads;
+use crate::manager::{Connection, Manager};
+use crate::{Address, PgError, Reset, IN_NO_TRANSACTION};
 
-type ConfigureFn = dyn Fn(&mut Client) -> Result<(), postgres::Error> + Send + Sync;
+#[doc(hidden)]
+pub type ConfigureFn = dyn Fn(&mut Client) -> Result<(), postgres::Error> + Send + Sync;
 
 /// The default of [`PgManager::validate_idle_after`] for the synchronous
 /// manager: 500 ms, HikariCP's.
 pub const DEFAULT_VALIDATE_IDLE_AFTER: Duration = Duration::from_millis(500);
 
 /// Opens and looks after PostgreSQL sessions through the synchronous
-/// `postgres` crate, for a [`cmap_blocking::Pool`].
+/// `postgres` crate, for a [`cmap_blocking::Pool`]: the [`Manager`] of the
+/// [`Threads`] runtime, with the options of the async one.
 ///
 /// Unlike the async manager, it validates a connection idle for at least
-/// [`DEFAULT_VALIDATE_IDLE_AFTER`] (500 ms) with a round trip before
-/// handing it out, as HikariCP does: a synchronous client reads its socket
-/// only while it is used, so `is_closed` cannot learn meanwhile that the
-/// server ended the session (a restart, `pg_terminate_backend`, an idle
-/// timeout). [`validate_idle_after`](Self::validate_idle_after) changes
-/// the threshold; [`no_validation`](Self::no_validation) turns it off.
-pub struct PgManager<T = NoTls> {
-    config: Config,
-    tls: T,
-    reset: Reset,
-    validate_idle_after: Option<Duration>,
-    validation_timeout: Duration,
-    init_sql: Option<String>,
-    configure: Option<Arc<ConfigureFn>>,
-}
+/// [`DEFAULT_VALIDATE_IDLE_AFTER`] (500 ms) with a round trip
+/// (`Client::is_valid`, an empty query) before handing it out, as HikariCP
+/// does: a synchronous client reads its socket only while it is used, so
+/// `is_closed` cannot learn meanwhile that the server ended the session.
+/// [`validate_idle_after`](Manager::validate_idle_after) changes the
+/// threshold; [`no_validation`](Manager::no_validation) turns it off.
+pub type PgManager<T = NoTls> = Manager<T, Threads>;
 
-impl<T> fmt::Debug for PgManager<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // `Config`'s own `Debug` redacts the password.
-        f.debug_struct("PgManager")
-            .field("config", &self.config)
-            .field("reset", &self.reset)
-            .field("validate_idle_after", &self.validate_idle_after)
-            .field("validation_timeout", &self.validation_timeout)
-            .field("init_sql", &self.init_sql)
-            .field("configure", &self.configure.as_ref().map(|_| "Fn"))
-            .finish_non_exhaustive()
+/// A pooled PostgreSQL session of a [`PgManager`]: the `postgres` client
+/// (it derefs to it) and what the pool knows about it.
+pub type PgConnection = Connection<Client>;
+
+impl Connection<Client> {
+    /// The client (the synchronous client queries through `&mut`).
+    pub fn client(&mut self) -> &mut Client {
+        &mut self.client
     }
 }
 
-impl<T> PgManager<T> {
-    /// A manager connecting with `config` through `tls`. The defaults: a
-    /// validation round trip for connections idle 500 ms or more,
-    /// [`Reset::Rollback`] on check-in, no setup SQL.
-    pub fn new(config: Config, tls: T) -> PgManager<T> {
-        PgManager {
-            config,
-            tls,
-            reset: Reset::default(),
-            validate_idle_after: Some(DEFAULT_VALIDATE_IDLE_AFTER),
-            validation_timeout: DEFAULT_VALIDATION_TIMEOUT,
-            init_sql: None,
-            configure: None,
-        }
-    }
-
-    /// The configuration it connects with.
-    pub fn config(&self) -> &Config {
-        &self.config
-    }
-
-    /// The server's address for the pool's builder: the configuration's
-    /// first host and port (`localhost:5432` when it names none).
-    pub fn address(&self) -> Address {
-        crate::address_of(self.config.get_hosts(), self.config.get_ports())
-    }
-
-    /// What the reset on check-in does (default [`Reset::Rollback`]).
-    pub fn reset(mut self, reset: Reset) -> Self {
-        self.reset = reset;
-        self
-    }
-
-    /// Validates a connection with a round trip (`Client::is_valid`, an
-    /// empty query) before handing it out, when it has been idle in the
-    /// pool for at least `idle` (default 500 ms; `Duration::ZERO`: on
-    /// every checkout, as r2d2's `test_on_check_out`).
-    pub fn validate_idle_after(mut self, idle: Duration) -> Self {
-        self.validate_idle_after = Some(idle);
-        self
-    }
-
-    /// No validation round trip: only a client that already saw its
-    /// socket close is refused.
-    pub fn no_validation(mut self) -> Self {
-        self.validate_idle_after = None;
-        self
-    }
-
-    /// How long the validation round trip may take (default 5 s).
-    pub fn validation_timeout(mut self, timeout: Duration) -> Self {
-        self.validation_timeout = timeout;
-        self
-    }
-
-    /// SQL run once on each new connection (HikariCP's
-    /// `connectionInitSql`); several statements may be separated by `;`.
-    pub fn init_sql(mut self, sql: impl Into<String>) -> Self {
-        self.init_sql = Some(sql.into());
-        self
-    }
-
+impl<T> Manager<T, Threads> {
     /// A hook run once on each new connection, after
     /// [`init_sql`](Self::init_sql) (psycopg's `configure`).
     ///
@@ -146,49 +76,6 @@ impl<T> PgManager<T> {
     }
 }
 
-/// A pooled PostgreSQL session: the `postgres` client (it derefs to it)
-/// and what the pool knows about it.
-pub struct PgConnection {
-    client: Client,
-    backend_pid: i32,
-    last_used: Instant,
-}
-
-impl fmt::Debug for PgConnection {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PgConnection")
-            .field("backend_pid", &self.backend_pid)
-            .field("closed", &self.client.is_closed())
-            .finish_non_exhaustive()
-    }
-}
-
-impl PgConnection {
-    /// The client.
-    pub fn client(&mut self) -> &mut Client {
-        &mut self.client
-    }
-
-    /// The server process serving this session (`pg_backend_pid()`, learnt
-    /// when it connected).
-    pub fn backend_pid(&self) -> i32 {
-        self.backend_pid
-    }
-}
-
-impl Deref for PgConnection {
-    type Target = Client;
-    fn deref(&self) -> &Client {
-        &self.client
-    }
-}
-
-impl DerefMut for PgConnection {
-    fn deref_mut(&mut self) -> &mut Client {
-        &mut self.client
-    }
-}
-
 fn rollback_if_open(client: &mut Client) -> Result<(), postgres::Error> {
     let open = match client.simple_query(IN_NO_TRANSACTION) {
         Ok(messages) => crate::in_transaction(&messages),
@@ -201,7 +88,7 @@ fn rollback_if_open(client: &mut Client) -> Result<(), postgres::Error> {
     Ok(())
 }
 
-impl<T> ManageConnection for PgManager<T>
+impl<T> ManageConnection for Manager<T, Threads>
 where
     T: MakeTlsConnect<Socket> + Clone + Send + Sync + 'static,
     T::Stream: Send + Sync + 'static,
@@ -223,11 +110,7 @@ where
         if let Some(configure) = &self.configure {
             configure(&mut client)?;
         }
-        Ok(PgConnection {
-            client,
-            backend_pid,
-            last_used: Instant::now(),
-        })
+        Ok(Connection::new(client, backend_pid))
     }
 
     /// [`PgError::kind`].
@@ -252,10 +135,7 @@ where
         if conn.client.is_closed() {
             return Err(PgError::Closed);
         }
-        if self
-            .validate_idle_after
-            .is_some_and(|idle| conn.last_used.elapsed() >= idle)
-        {
+        if self.due_validation(conn.last_used) {
             let limit = remaining.map_or(self.validation_timeout, |r| r.min(self.validation_timeout));
             conn.client.is_valid(limit)?;
         }
@@ -278,7 +158,6 @@ where
     /// A client that saw its session end. Also notes when the connection
     /// was last used, for the validation threshold.
     fn is_broken(&self, conn: &mut PgConnection) -> bool {
-        conn.last_used = Instant::now();
-        conn.client.is_closed()
+        conn.touch_and_test()
     }
 }

@@ -1,9 +1,12 @@
 //! # cmap-postgres
 //!
-//! Ready-made PostgreSQL connection managers for the cmap pool:
+//! A ready-made PostgreSQL connection manager for the cmap pool: one
+//! [`Manager`], generic over the runtime (the client library), with the
+//! same options, checks and reset on each:
 //!
 //! - [`PgManager`] (feature `tokio`, on by default): `tokio-postgres`, for
-//!   a [`cmap_tokio::Pool`], generic over any TLS connector
+//!   a [`cmap_tokio::Pool`] (and, with the feature `local`, a
+//!   `cmap_local::Pool`), generic over any TLS connector
 //!   ([`MakeTlsConnect`](tokio_postgres::tls::MakeTlsConnect), such as
 //!   [`NoTls`]); each connection's socket is driven by a task spawned on
 //!   tokio.
@@ -88,6 +91,7 @@ pub mod blocking;
 mod error;
 #[cfg(feature = "local")]
 mod local_manager;
+mod manager;
 #[cfg(feature = "tokio")]
 mod tokio_manager;
 
@@ -100,6 +104,11 @@ use cmap_tokio as cmap;
 
 pub use cmap::Address;
 pub use error::PgError;
+#[cfg(feature = "blocking")]
+pub use manager::Threads;
+#[cfg(feature = "tokio")]
+pub use manager::Tokio;
+pub use manager::{Client, Connection, Manager, Runtime};
 #[cfg(feature = "tokio")]
 pub use tokio_manager::{ConfigureFuture, PgConnection, PgManager};
 

@@ -10,9 +10,10 @@ use cmap_local::EstablishErrorKind;
 use tokio_postgres::tls::MakeTlsConnect;
 use tokio_postgres::Socket;
 
+use crate::manager::{Manager, Tokio};
 use crate::{Address, PgConnection, PgError, PgManager};
 
-impl<T> cmap_local::ManageConnection for PgManager<T>
+impl<T> cmap_local::ManageConnection for Manager<T, Tokio>
 where
     T: MakeTlsConnect<Socket> + Clone + Send + Sync + 'static,
     T::Stream: 'static,
@@ -23,7 +24,7 @@ where
     /// As for cmap-tokio, with the socket's task on this thread: call it
     /// inside a `LocalSet`.
     async fn connect(&self) -> Result<PgConnection, PgError> {
-        let (client, connection) = self.config().connect(self.tls_connector()).await?;
+        let (client, connection) = self.config.connect(self.tls.clone()).await?;
         tokio::task::spawn_local(async move {
             let _ = connection.await;
         });
@@ -47,10 +48,10 @@ where
     }
 
     fn reset(&self, conn: &mut PgConnection) -> impl Future<Output = Result<(), PgError>> {
-        Self::reset_session(conn, self.reset_setting())
+        Self::reset_session(conn, self.reset)
     }
 
     fn is_broken(&self, conn: &mut PgConnection) -> bool {
-        Self::touch_and_test(conn)
+        conn.touch_and_test()
     }
 }
