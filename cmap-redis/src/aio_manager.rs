@@ -3,103 +3,21 @@
 use std::fmt;
 use std::future::Future;
 use std::ops::{Deref, DerefMut};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use cmap_async::{EstablishErrorKind, ManageConnection};
 use redis::aio::{ConnectionLike, MultiplexedConnection};
-use redis::{Client, Cmd, IntoConnectionInfo, Pipeline, RedisError, RedisFuture, RedisResult, Value};
+use redis::{Cmd, Pipeline, RedisError, RedisFuture, Value};
 
+pub use crate::manager::Async;
+use crate::manager::Manager;
 use crate::Address;
 
 /// Opens and looks after Redis connections for a `cmap_tokio::Pool` or a
-/// `cmap_async_std::Pool`: one [`MultiplexedConnection`] (one socket) per
-/// pooled connection.
-///
-/// `RESET` says whether a reset runs on check-in: `false` (the default)
-/// until [`reset_with`](Self::reset_with) gives it a command, so that a
-/// manager with no reset costs the pool no reset task.
-///
-/// ```no_run
-/// # fn main() -> redis::RedisResult<()> {
-/// use std::time::Duration;
-/// let manager = cmap_redis::RedisManager::new("redis://127.0.0.1/")?
-///     .validate_idle_after(Duration::from_secs(30))
-///     .reset_with(redis::cmd("UNWATCH"));
-/// # Ok(())
-/// # }
-/// ```
-pub struct RedisManager<const RESET: bool = false> {
-    client: Client,
-    validate_idle_after: Option<Duration>,
-    reset: Vec<Cmd>,
-}
-
-impl<const RESET: bool> fmt::Debug for RedisManager<RESET> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // The address only: the connection info holds the password.
-        f.debug_struct("RedisManager")
-            .field("address", &self.address())
-            .field("validate_idle_after", &self.validate_idle_after)
-            .field("reset_commands", &self.reset.len())
-            .finish_non_exhaustive()
-    }
-}
-
-impl RedisManager {
-    /// A manager for `info`: a `redis://` (or `rediss://`, `unix://`) URL, or
-    /// a [`redis::ConnectionInfo`].
-    ///
-    /// # Errors
-    ///
-    /// A URL redis cannot read.
-    pub fn new(info: impl IntoConnectionInfo) -> RedisResult<RedisManager> {
-        Ok(RedisManager::from_client(Client::open(info)?))
-    }
-
-    /// A manager opening its connections with `client`.
-    pub fn from_client(client: Client) -> RedisManager {
-        RedisManager {
-            client,
-            validate_idle_after: None,
-            reset: Vec::new(),
-        }
-    }
-}
-
-impl<const RESET: bool> RedisManager<RESET> {
-    /// The client it connects with.
-    pub fn client(&self) -> &Client {
-        &self.client
-    }
-
-    /// The server's address for the pool's builder, from the URL.
-    pub fn address(&self) -> Address {
-        crate::address_of(self.client.get_connection_info())
-    }
-
-    /// Sends a `PING` before handing out a connection idle in the pool for
-    /// at least `idle` (default: never; `Duration::ZERO`: on every
-    /// checkout). A connection that fails it is closed and the checkout
-    /// takes another.
-    pub fn validate_idle_after(mut self, idle: Duration) -> Self {
-        self.validate_idle_after = Some(idle);
-        self
-    }
-
-    /// Adds a command run on every check-in, in the order given, such as
-    /// `redis::cmd("UNWATCH")` (drops the `WATCH`es a transaction left) or
-    /// `redis::cmd("RESET")` (see the crate documentation). A failure
-    /// closes the connection.
-    pub fn reset_with(self, command: Cmd) -> RedisManager<true> {
-        let mut reset = self.reset;
-        reset.push(command);
-        RedisManager {
-            client: self.client,
-            validate_idle_after: self.validate_idle_after,
-            reset,
-        }
-    }
-}
+/// `cmap_async_std::Pool` (and, feature `local`, a `cmap_local::Pool`):
+/// the [`Manager`] of the [`Async`] runtime, one [`MultiplexedConnection`]
+/// (one socket) per pooled connection.
+pub type RedisManager<const RESET: bool = false> = Manager<Async, RESET>;
 
 /// A pooled Redis connection. Run commands on it directly
 /// (`conn.get(..)` with [`redis::AsyncCommands`], `query_async(&mut *conn)`):
@@ -178,7 +96,7 @@ impl ConnectionLike for RedisConnection {
     }
 }
 
-impl<const RESET: bool> RedisManager<RESET> {
+impl<const RESET: bool> Manager<Async, RESET> {
     /// A new multiplexed connection: TCP, TLS, `AUTH`, `SELECT`, `HELLO`
     /// (its socket driven by a task on redis's runtime).
     pub(crate) async fn open(&self) -> Result<RedisConnection, RedisError> {
@@ -197,9 +115,7 @@ impl<const RESET: bool> RedisManager<RESET> {
         &self,
         conn: &'a mut RedisConnection,
     ) -> impl Future<Output = Result<(), RedisError>> + Send + 'a {
-        let validate = self
-            .validate_idle_after
-            .is_some_and(|idle| conn.last_used.elapsed() >= idle);
+        let validate = self.due_validation(conn.last_used);
         async move {
             if conn.broken {
                 return Err(std::io::Error::new(
@@ -232,7 +148,7 @@ impl<const RESET: bool> RedisManager<RESET> {
     }
 }
 
-impl<const RESET: bool> ManageConnection for RedisManager<RESET> {
+impl<const RESET: bool> ManageConnection for Manager<Async, RESET> {
     type Connection = RedisConnection;
     type Error = RedisError;
     const RESETS: bool = RESET;

@@ -19,93 +19,25 @@ use std::ops::{Deref, DerefMut};
 use std::time::{Duration, Instant};
 
 use cmap_blocking::{EstablishErrorKind, ManageConnection};
-use redis::{Client, Cmd, ConnectionLike, IntoConnectionInfo, RedisError, RedisResult, Value};
+use redis::{ConnectionLike, RedisError, Value};
 
+use crate::manager::Manager;
+pub use crate::manager::{Threads, DEFAULT_CONNECT_TIMEOUT};
 use crate::Address;
 
 /// Opens and looks after synchronous Redis connections for a
-/// `cmap_blocking::Pool`: the options of the async
-/// [`RedisManager`](crate::RedisManager), with a connect timeout of its own
-/// (a synchronous connect cannot be abandoned by the pool).
-pub struct RedisManager<const RESET: bool = false> {
-    client: Client,
-    connect_timeout: Duration,
-    validate_idle_after: Option<Duration>,
-    reset: Vec<Cmd>,
-}
+/// `cmap_blocking::Pool`: the [`Manager`] of the [`Threads`] runtime, with
+/// the options of the async [`RedisManager`](crate::RedisManager) and a
+/// connect timeout of its own (a synchronous connect cannot be abandoned
+/// by the pool).
+pub type RedisManager<const RESET: bool = false> = Manager<Threads, RESET>;
 
-impl<const RESET: bool> fmt::Debug for RedisManager<RESET> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RedisManager")
-            .field("address", &self.address())
-            .field("connect_timeout", &self.connect_timeout)
-            .field("validate_idle_after", &self.validate_idle_after)
-            .field("reset_commands", &self.reset.len())
-            .finish_non_exhaustive()
-    }
-}
-
-/// The default [`RedisManager::connect_timeout`].
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-
-impl RedisManager {
-    /// A manager for `info`: a `redis://` (or `rediss://`, `unix://`) URL, or
-    /// a [`redis::ConnectionInfo`].
-    ///
-    /// # Errors
-    ///
-    /// A URL redis cannot read.
-    pub fn new(info: impl IntoConnectionInfo) -> RedisResult<RedisManager> {
-        Ok(RedisManager::from_client(Client::open(info)?))
-    }
-
-    /// A manager opening its connections with `client`.
-    pub fn from_client(client: Client) -> RedisManager {
-        RedisManager {
-            client,
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-            validate_idle_after: None,
-            reset: Vec::new(),
-        }
-    }
-}
-
-impl<const RESET: bool> RedisManager<RESET> {
-    /// The client it connects with.
-    pub fn client(&self) -> &Client {
-        &self.client
-    }
-
-    /// The server's address for the pool's builder, from the URL.
-    pub fn address(&self) -> Address {
-        crate::address_of(self.client.get_connection_info())
-    }
-
-    /// How long connecting may take (default 5 s).
+impl<const RESET: bool> Manager<Threads, RESET> {
+    /// How long connecting may take (default [`DEFAULT_CONNECT_TIMEOUT`],
+    /// 5 s).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
-    }
-
-    /// Sends a `PING` before handing out a connection idle in the pool for
-    /// at least `idle` (default: never; `Duration::ZERO`: on every
-    /// checkout).
-    pub fn validate_idle_after(mut self, idle: Duration) -> Self {
-        self.validate_idle_after = Some(idle);
-        self
-    }
-
-    /// Adds a command run on every check-in, in the order given, such as
-    /// `redis::cmd("UNWATCH")`. A failure closes the connection.
-    pub fn reset_with(self, command: Cmd) -> RedisManager<true> {
-        let mut reset = self.reset;
-        reset.push(command);
-        RedisManager {
-            client: self.client,
-            connect_timeout: self.connect_timeout,
-            validate_idle_after: self.validate_idle_after,
-            reset,
-        }
     }
 }
 
@@ -138,7 +70,7 @@ impl DerefMut for RedisConnection {
     }
 }
 
-impl<const RESET: bool> ManageConnection for RedisManager<RESET> {
+impl<const RESET: bool> ManageConnection for Manager<Threads, RESET> {
     type Connection = RedisConnection;
     type Error = RedisError;
     const RESETS: bool = RESET;
@@ -166,10 +98,7 @@ impl<const RESET: bool> ManageConnection for RedisManager<RESET> {
                 std::io::Error::new(std::io::ErrorKind::NotConnected, "the connection is closed").into(),
             );
         }
-        if self
-            .validate_idle_after
-            .is_some_and(|idle| conn.last_used.elapsed() >= idle)
-        {
+        if self.due_validation(conn.last_used) {
             redis::cmd("PING").query::<String>(&mut conn.conn)?;
         }
         Ok(())

@@ -1,7 +1,8 @@
 //! # cmap-redis
 //!
-//! Ready-made Redis (and Valkey) connection managers for the cmap pool,
-//! over the [`redis`] crate:
+//! A ready-made Redis (and Valkey) connection manager for the cmap pool,
+//! over the [`redis`] crate: one [`Manager`], generic over the runtime,
+//! with the same options on each:
 //!
 //! - [`RedisManager`] (features `tokio`, on by default, `smol` and
 //!   `async-std`): a [`MultiplexedConnection`](redis::aio::MultiplexedConnection)
@@ -75,6 +76,7 @@ mod aio_manager;
 pub mod blocking;
 #[cfg(feature = "local")]
 mod local_manager;
+mod manager;
 
 #[cfg(feature = "aio")]
 use cmap_async as cmap;
@@ -84,6 +86,11 @@ use cmap_blocking as cmap;
 #[cfg(feature = "aio")]
 pub use aio_manager::{RedisConnection, RedisManager};
 pub use cmap::{Address, EstablishErrorKind};
+#[cfg(feature = "aio")]
+pub use manager::Async;
+#[cfg(feature = "blocking")]
+pub use manager::Threads;
+pub use manager::{Manager, Runtime};
 pub use redis;
 
 use redis::{ConnectionAddr, ConnectionInfo, ErrorKind, RedisError, ServerErrorKind};

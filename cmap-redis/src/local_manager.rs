@@ -9,9 +9,10 @@ use std::time::Instant;
 use cmap_local::EstablishErrorKind;
 use redis::RedisError;
 
+use crate::manager::{Async, Manager};
 use crate::{Address, RedisConnection, RedisManager};
 
-impl<const RESET: bool> cmap_local::ManageConnection for RedisManager<RESET> {
+impl<const RESET: bool> cmap_local::ManageConnection for Manager<Async, RESET> {
     type Connection = RedisConnection;
     type Error = RedisError;
     const RESETS: bool = RESET;
