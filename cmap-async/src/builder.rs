@@ -172,7 +172,7 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
         }
     }
 
-    crate::__pool_builder_setters!(own);
+    crate::pool_builder_setters!(own);
 
     /// Builds the pool on `R::default()` (for tokio: the current runtime)
     /// and starts its background task.
@@ -258,7 +258,10 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
         };
         // Before the ready input: its measures count.
         #[cfg(feature = "metrics")]
-        let metrics = self.settings.metrics.then(|| crate::Metrics::new(&address));
+        let metrics = self
+            .settings
+            .metrics
+            .then(|| crate::driver::Metrics::new(&address));
         let shared = Shared::new(
             manager,
             rt,

@@ -83,8 +83,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
 }
 
 /// One pool's metric handles, fed its measures: every adapter's export.
-/// Public for the adapters only.
-#[doc(hidden)]
+/// Part of the [driver layer](crate::driver).
 pub struct Metrics {
     /// Idle, in use, pending, total, waiting.
     gauges: [Gauge; 5],
@@ -104,7 +103,6 @@ pub struct Metrics {
 
 /// What one input leaves the metrics: taken under the pool's lock
 /// ([`Metrics::take`]), applied after it ([`Metrics::apply`]).
-#[doc(hidden)]
 pub struct Measured {
     /// The first two measures, inline: most inputs leave one at most, a
     /// check-in handing its connection to a waiter two.

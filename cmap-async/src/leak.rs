@@ -49,9 +49,8 @@ pub(crate) struct Leaks {
 
 /// The registry of the guards being watched: what a checkout and a return
 /// write, and what the watcher scans. No lock of its own (cmap-async
-/// keeps it under a mutex, cmap-local in a `RefCell`). Public for the
-/// adapters only.
-#[doc(hidden)]
+/// keeps it under a mutex, cmap-local in a `RefCell`). Part of the
+/// [driver layer](crate::driver).
 #[derive(Debug)]
 pub struct LeakBook {
     threshold: Duration,
@@ -72,7 +71,6 @@ struct Out {
 }
 
 /// What the watcher does next.
-#[doc(hidden)]
 #[derive(Debug, PartialEq, Eq)]
 pub enum LeakNext {
     /// Until this instant (`None`: until woken).
@@ -82,7 +80,6 @@ pub enum LeakNext {
 }
 
 /// How a watched guard came back.
-#[doc(hidden)]
 #[derive(Clone, Copy, Debug)]
 pub enum Back {
     /// Checked in.
@@ -94,7 +91,6 @@ pub enum Back {
 /// A report to log once the registry is released: a guard held past the
 /// threshold ([`warn`](Self::warn)), or one reported earlier that came
 /// back ([`note_back`](Self::note_back)).
-#[doc(hidden)]
 #[derive(Debug)]
 pub struct LeakReport {
     id: ConnectionId,

@@ -78,6 +78,7 @@
 mod builder;
 mod checkout;
 mod clock;
+pub mod driver;
 mod error;
 mod establish;
 mod events;
@@ -118,14 +119,6 @@ pub use interrupt::Interrupted;
 pub use logging::{log_enabled, log_event, LOG_TARGET};
 pub use manager::ManageConnection;
 pub use panics::{Hook, Panicked};
-// For cmap-local, which catches, watches and exports as this crate does.
-#[cfg(feature = "metrics")]
-#[doc(hidden)]
-pub use export::{Measured, Metrics};
-#[doc(hidden)]
-pub use leak::{Back, LeakBook, LeakNext, LeakReport};
-#[doc(hidden)]
-pub use panics::{catch_panic, catch_panic_in, CatchPanic, CountPanics};
 pub use pool::Pool;
 pub use readiness::{IdleCheck, NotReadyError};
 pub use runtime::Runtime;
@@ -142,7 +135,3 @@ pub use cmap_core::{
 pub use cmap_core::{Recording, RecordingError, Replay, ReplayError, Seconds, Step};
 #[cfg(feature = "recorder")]
 pub use flight::report_incident;
-// For the adapters' builders: what they hold, which the setters' macro
-// writes.
-#[doc(hidden)]
-pub use setters::Settings;

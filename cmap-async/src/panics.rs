@@ -83,8 +83,7 @@ impl Panicked {
 
 /// Counts the panics an adapter catches: cmap-async's `Panics` (an
 /// atomic, shared by threads), a `Cell` on one thread (cmap-local).
-/// Public for the adapters only.
-#[doc(hidden)]
+/// Part of the [driver layer](crate::driver).
 pub trait CountPanics {
     /// One more panic caught.
     fn count_panic(&self);
@@ -103,16 +102,14 @@ impl<C: CountPanics + ?Sized> CountPanics for &C {
 }
 
 /// Runs `f`, user code; a panic in it is caught, logged, counted in
-/// `counter` and returned as [`Panicked`]. Public for the adapters only.
-#[doc(hidden)]
+/// `counter` and returned as [`Panicked`]. Part of the [driver layer](crate::driver).
 pub fn catch_panic<T>(counter: &impl CountPanics, hook: Hook, f: impl FnOnce() -> T) -> Result<T, Panicked> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|payload| caught(counter, hook, &*payload))
 }
 
 /// `make` creates a future of user code: a panic while making it or
-/// polling it is caught as by [`catch_panic`]. Public for the adapters
-/// only.
-#[doc(hidden)]
+/// polling it is caught as by [`catch_panic`]. Part of the [driver
+/// layer](crate::driver).
 pub fn catch_panic_in<C: CountPanics, F: Future>(
     counter: C,
     hook: Hook,
@@ -185,10 +182,9 @@ pub(crate) type Guarded<'a, F> = CatchPanic<&'a Panics, F>;
 
 pin_project_lite::pin_project! {
     /// A future of user code whose panic, while it was made or polled,
-    /// ends it with [`Panicked`] (see [`catch_panic_in`]). Public for the
-    /// adapters only.
-    #[doc(hidden)]
-    pub struct CatchPanic<C, F> {
+    /// ends it with [`Panicked`] (see [`catch_panic_in`]). Part of the
+    /// [driver layer](crate::driver).
+        pub struct CatchPanic<C, F> {
         counter: C,
         hook: Hook,
         #[pin]

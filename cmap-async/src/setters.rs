@@ -18,8 +18,7 @@ use crate::error::BuildError;
 
 /// What every adapter's builder holds (its `@common` setters write it),
 /// starting from the builders' defaults, and how it becomes a pool's
-/// address and options. Public for the adapters' builders only.
-#[doc(hidden)]
+/// address and options. Part of the [driver layer](crate::driver).
 pub struct Settings {
     /// The address given to the builder.
     pub address: Option<Result<Address, BuildError>>,
@@ -137,10 +136,11 @@ impl Settings {
 ///   cmap-async `PoolBuilder` and has a `map` method applying a function to
 ///   it.
 ///
-/// Not for use outside the workspace's adapters: its shape may change.
-#[doc(hidden)]
+/// Part of the [driver layer](crate::driver): a driver's builder expands
+/// `@common` (and `@threaded` if its pool is shared between threads) in
+/// its `impl` block, so that its options are every other driver's.
 #[macro_export]
-macro_rules! __pool_builder_setters {
+macro_rules! pool_builder_setters {
     // `self` passes as an identifier: hygiene keeps the body's `self` from
     // naming a parameter written by another expansion.
     (@emit own $(#[$attr:meta])* $name:ident($self:ident, $value:ident: $ty:ty) $body:block) => {
@@ -158,7 +158,7 @@ macro_rules! __pool_builder_setters {
     };
     // Every adapter's settings.
     (@common $mode:ident) => {
-        $crate::__pool_builder_setters! { @emit $mode
+        $crate::pool_builder_setters! { @emit $mode
             /// The server's address, for events and logs (`serverHost`,
             /// `serverPort`): an [`Address`](crate::Address),
             /// `"host:port"`, or a socket address. Needed only when the
@@ -170,14 +170,14 @@ macro_rules! __pool_builder_setters {
                 self.settings.address = Some($crate::ToAddress::to_address(address));
             }
         }
-        $crate::__pool_builder_setters! { @emit $mode
+        $crate::pool_builder_setters! { @emit $mode
             /// Whole options, used as they are: the settings below and the
             /// defaults of this builder no longer apply to options.
             options(self, options: $crate::PoolOptions) {
                 self.settings.given = Some(options);
             }
         }
-        $crate::__pool_builder_setters! { @emit $mode
+        $crate::pool_builder_setters! { @emit $mode
             /// Sets any option through the core's builder, starting from
             /// this builder's defaults.
             ///
@@ -192,7 +192,7 @@ macro_rules! __pool_builder_setters {
                 self.settings.options = f(self.settings.options);
             }
         }
-        $crate::__pool_builder_setters! { @emit $mode
+        $crate::pool_builder_setters! { @emit $mode
             /// Takes the pool options (`maxPoolSize`, `minPoolSize`,
             /// `maxConnecting`, `maxIdleTimeMS`, `waitQueueTimeoutMS`, names
             /// case-insensitive) from a MongoDB connection string, as
@@ -231,7 +231,7 @@ macro_rules! __pool_builder_setters {
                 self.settings.read_connection_string(uri, false);
             }
         }
-        $crate::__pool_builder_setters! { @emit $mode
+        $crate::pool_builder_setters! { @emit $mode
             /// [`connection_string`](Self::connection_string), with an
             /// unknown option an error
             /// ([`OptionsError::Unknown`](crate::OptionsError::Unknown))
@@ -240,25 +240,25 @@ macro_rules! __pool_builder_setters {
                 self.settings.read_connection_string(uri, true);
             }
         }
-        $crate::__pool_builder_setters! { @emit $mode
+        $crate::pool_builder_setters! { @emit $mode
             /// `maxPoolSize`: the most connections (0: no limit).
             max_pool_size(self, value: u32) {
                 self.settings.options = self.settings.options.max_pool_size(value);
             }
         }
-        $crate::__pool_builder_setters! { @emit $mode
+        $crate::pool_builder_setters! { @emit $mode
             /// `minPoolSize`: connections kept open while the pool is ready.
             min_pool_size(self, value: u32) {
                 self.settings.options = self.settings.options.min_pool_size(value);
             }
         }
-        $crate::__pool_builder_setters! { @emit $mode
+        $crate::pool_builder_setters! { @emit $mode
             /// `maxConnecting`: connections established at once.
             max_connecting(self, value: u32) {
                 self.settings.options = self.settings.options.max_connecting(value);
             }
         }
-        $crate::__pool_builder_setters! { @emit $mode
+        $crate::pool_builder_setters! { @emit $mode
             /// An adaptive establishment pace instead of the fixed
             /// `maxConnecting` (`None`, the default): from `min` connections
             /// established at once, growing while connects succeed at their
@@ -269,14 +269,14 @@ macro_rules! __pool_builder_setters {
                 self.settings.options = self.settings.options.adaptive_connecting(value.into());
             }
         }
-        $crate::__pool_builder_setters! { @emit $mode
+        $crate::pool_builder_setters! { @emit $mode
             /// `maxIdleTimeMS`: how long a connection may stay unused
             /// (`None`: no limit).
             max_idle_time(self, value: impl Into<Option<::std::time::Duration>>) {
                 self.settings.options = self.settings.options.max_idle_time(value.into());
             }
         }
-        $crate::__pool_builder_setters! { @emit $mode
+        $crate::pool_builder_setters! { @emit $mode
             /// `waitQueueTimeoutMS`: how long `get()` waits, 30 s unless set
             /// (`None`: no limit; `Duration::ZERO`: no wait, only an
             /// available connection).
@@ -284,7 +284,7 @@ macro_rules! __pool_builder_setters {
                 self.settings.options = self.settings.options.wait_queue_timeout(value.into());
             }
         }
-        $crate::__pool_builder_setters! { @emit $mode
+        $crate::pool_builder_setters! { @emit $mode
             /// The reconnect backoff after establishment failures (`None`: a
             /// cleared pool stays paused until
             /// [`Pool::ready`](crate::Pool::ready)).
@@ -292,7 +292,7 @@ macro_rules! __pool_builder_setters {
                 self.settings.options = self.settings.options.reconnect(value);
             }
         }
-        $crate::__pool_builder_setters! { @emit $mode
+        $crate::pool_builder_setters! { @emit $mode
             /// The longest `connect` may take (`None`: no limit); past it
             /// the establishment fails with
             /// [`ConnectTimeoutError`](crate::ConnectTimeoutError), a network
@@ -301,7 +301,7 @@ macro_rules! __pool_builder_setters {
                 self.settings.connect_timeout = value.into();
             }
         }
-        $crate::__pool_builder_setters! { @emit $mode
+        $crate::pool_builder_setters! { @emit $mode
             /// The longest
             /// [`reset`](crate::ManageConnection::reset) may take (`None`:
             /// no limit); past it the connection is closed (reason `error`)
@@ -310,7 +310,7 @@ macro_rules! __pool_builder_setters {
                 self.settings.reset_timeout = value.into();
             }
         }
-        $crate::__pool_builder_setters! { @emit $mode
+        $crate::pool_builder_setters! { @emit $mode
             /// Keeps a flight recorder: the last `capacity` inputs of the
             /// pool's core and the outputs they caused (at least half as
             /// many), which `Pool::recording` returns and `spec-runner
@@ -329,7 +329,7 @@ macro_rules! __pool_builder_setters {
                 self.settings.flight.0 = capacity;
             }
         }
-        $crate::__pool_builder_setters! { @emit $mode
+        $crate::pool_builder_setters! { @emit $mode
             /// Where the flight recorder writes its recording when the pool
             /// finds its own state inconsistent (checked each time the
             /// recorder starts a new segment), as
@@ -340,7 +340,7 @@ macro_rules! __pool_builder_setters {
                 self.settings.flight.1 = Some(dir.into());
             }
         }
-        $crate::__pool_builder_setters! { @emit $mode
+        $crate::pool_builder_setters! { @emit $mode
             /// Leak detection (HikariCP's `leakDetectionThreshold`; off by
             /// default, and `None` or zero turns it off): a guard held
             /// longer than `value` is reported once, by a WARN message of
@@ -366,7 +366,7 @@ macro_rules! __pool_builder_setters {
                 self.settings.leak_detection_threshold = value.into();
             }
         }
-        $crate::__pool_builder_setters! { @emit $mode
+        $crate::pool_builder_setters! { @emit $mode
             /// Exports the pool's metrics through the `metrics` facade
             /// (feature `metrics`; off by default): gauges of its connections
             /// and wait queue, counters of connections opened and closed and
@@ -394,7 +394,7 @@ macro_rules! __pool_builder_setters {
                 self.settings.metrics = value;
             }
         }
-        $crate::__pool_builder_setters! { @emit $mode
+        $crate::pool_builder_setters! { @emit $mode
             /// Leaves the pool paused once built, as the spec creates it,
             /// for a topology monitor to mark it ready with
             /// [`Pool::ready`](crate::Pool::ready).
@@ -406,7 +406,7 @@ macro_rules! __pool_builder_setters {
     // The settings of the builders whose pools are shared between threads:
     // the callback is Send + Sync (cmap-local writes its own, without).
     (@threaded $mode:ident) => {
-        $crate::__pool_builder_setters! { @emit $mode
+        $crate::pool_builder_setters! { @emit $mode
             /// Subscribes a callback before the pool exists, so it sees the
             /// `ConnectionPoolCreated` and `ConnectionPoolReady` events too.
             on_event(self, callback: impl Fn(&$crate::Event) + Send + Sync + 'static) {
@@ -415,7 +415,7 @@ macro_rules! __pool_builder_setters {
         }
     };
     ($mode:ident) => {
-        $crate::__pool_builder_setters!(@common $mode);
-        $crate::__pool_builder_setters!(@threaded $mode);
+        $crate::pool_builder_setters!(@common $mode);
+        $crate::pool_builder_setters!(@threaded $mode);
     };
 }

@@ -53,7 +53,7 @@ impl<M: ManageConnection> PoolBuilder<M> {
         PoolBuilder { inner: f(self.inner) }
     }
 
-    cmap_async::__pool_builder_setters!(forward);
+    cmap_async::pool_builder_setters!(forward);
 
     /// Builds the pool and starts its background thread.
     ///

@@ -6,7 +6,8 @@ use std::marker::PhantomData;
 use std::rc::Rc;
 use std::time::Duration;
 
-use cmap_async::{BuildError, Settings};
+use cmap_async::driver::Settings;
+use cmap_async::BuildError;
 use cmap_core::Event;
 
 use crate::events::Events;
@@ -59,7 +60,7 @@ impl<M: ManageConnection, R: LocalRuntime> PoolBuilder<M, R> {
         }
     }
 
-    cmap_async::__pool_builder_setters!(@common own);
+    cmap_async::pool_builder_setters!(@common own);
 
     /// Subscribes a callback before the pool exists, so that it sees
     /// `ConnectionPoolCreated` too.
@@ -118,7 +119,10 @@ impl<M: ManageConnection, R: LocalRuntime> PoolBuilder<M, R> {
         // Spec: the pool is created paused and emits ConnectionPoolCreated.
         let core = cmap_core::Pool::new(rt.now(), address.clone(), options);
         #[cfg(feature = "metrics")]
-        let metrics = self.settings.metrics.then(|| cmap_async::Metrics::new(&address));
+        let metrics = self
+            .settings
+            .metrics
+            .then(|| cmap_async::driver::Metrics::new(&address));
         let shared = Rc::new_cyclic(|me| Shared {
             me: me.clone(),
             core: std::cell::RefCell::new(core),

@@ -12,7 +12,8 @@ use std::rc::Rc;
 
 use cmap_core::Event;
 
-use cmap_async::{catch_panic, log_enabled, log_event, Hook};
+use cmap_async::driver::catch_panic;
+use cmap_async::{log_enabled, log_event, Hook};
 
 type Callback = Rc<dyn Fn(&Event)>;
 

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use cmap_async::{catch_panic_in, GetError, Hook, IdleCheck};
+use cmap_async::driver::catch_panic_in;
+use cmap_async::{GetError, Hook, IdleCheck};
 use cmap_core::{Pooled, SharedError, WaiterId};
 
 use crate::guard::PooledConnection;

@@ -8,7 +8,8 @@ use std::ops::{Deref, DerefMut};
 use std::rc::Rc;
 use std::time::Instant;
 
-use cmap_async::{catch_panic, catch_panic_in, Back, Hook};
+use cmap_async::driver::{catch_panic, catch_panic_in, Back};
+use cmap_async::Hook;
 use cmap_core::{ConnectionId, Pooled};
 
 use crate::manager::ManageConnection;

@@ -13,7 +13,7 @@ use std::panic::Location;
 use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant};
 
-use cmap_async::{Back, LeakBook, LeakNext};
+use cmap_async::driver::{Back, LeakBook, LeakNext};
 use cmap_core::{Address, ConnectionId};
 
 use crate::manager::ManageConnection;

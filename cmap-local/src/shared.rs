@@ -41,7 +41,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant};
 
-use cmap_async::{catch_panic, catch_panic_in, Hook};
+use cmap_async::driver::timer::{after_turn, fire_due, Tick, OUTPUTS_PER_WAKE};
+use cmap_async::driver::{catch_panic, catch_panic_in};
+use cmap_async::Hook;
 use cmap_core::{
     Action, Address, CheckOutError, ConnectionId, EstablishError, HandOver, IdDeque, Output, Pooled, WaiterId,
 };
@@ -96,7 +98,7 @@ pub(crate) struct Shared<M: ManageConnection, R> {
     pub(crate) flight: Option<crate::flight::Flight>,
     /// The metrics export, fed the core's measures after every input.
     #[cfg(feature = "metrics")]
-    pub(crate) metrics: Option<cmap_async::Metrics>,
+    pub(crate) metrics: Option<cmap_async::driver::Metrics>,
 }
 
 /// Whether an input that leaves no output looks at the core's next
@@ -192,16 +194,52 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
     /// borrow (bookkeeping only), then delivered and performed.
     #[inline(never)]
     fn settle_outputs(&self, mut core: RefMut<'_, Core<M::Connection>>) {
-        let mut actions = Vec::new();
-        while let Some(output) = core.poll_output() {
-            match output {
-                Output::Event(event) => self.events.push(event),
-                Output::Action(action) => actions.push(action),
-            }
-        }
+        let (actions, _) = self.drain(&mut core, usize::MAX);
         self.after_input(&core, true);
         drop(core);
         self.perform(actions);
+    }
+
+    /// Step 3: at most `limit` outputs drained, events into the delivery
+    /// queue and actions into the list returned; says whether more are
+    /// left.
+    fn drain(&self, core: &mut Core<M::Connection>, limit: usize) -> (Vec<Action<M::Connection>>, bool) {
+        let mut actions = Vec::new();
+        for _ in 0..limit {
+            match core.poll_output() {
+                Some(Output::Event(event)) => self.events.push(event),
+                Some(Output::Action(action)) => actions.push(action),
+                None => return (actions, false),
+            }
+        }
+        (actions, core.has_output())
+    }
+
+    /// The timer's turn, as the driver layer's timer policy says
+    /// ([`cmap_async::driver::timer`]): the due deadline handled, at most
+    /// [`OUTPUTS_PER_WAKE`] outputs drained and performed; returns what
+    /// the timer does next, and arms it for that.
+    pub(crate) fn timer_turn(&self) -> Tick {
+        let read = self.rt.now();
+        let mut core = self.core.borrow_mut();
+        core.set_events_enabled(self.events.wanted());
+        let now = read.max(core.now());
+        let due = fire_due(&mut core, now);
+        #[cfg(feature = "metrics")]
+        let measured = self.metrics.as_ref().and_then(|m| m.take(&mut core));
+        let (actions, more) = self.drain(&mut core, OUTPUTS_PER_WAKE);
+        let tick = after_turn(&core, now, due, more, || self.rt.now());
+        if let Some(armed) = tick.armed(now) {
+            self.armed.set(armed);
+        }
+        self.after_input(&core, false);
+        drop(core);
+        #[cfg(feature = "metrics")]
+        if let (Some(metrics), Some(measured)) = (&self.metrics, measured) {
+            metrics.apply(&measured, &*self.events.panics);
+        }
+        self.perform(actions);
+        tick
     }
 
     /// After every input: the timer re-armed if `rearm` and the core's next

@@ -612,3 +612,45 @@ fn an_establishment_dropped_with_its_runtime_frees_its_place() {
     let status = pool.status();
     assert_eq!((status.pending, status.total), (0, 0), "{status:?}");
 }
+
+#[test]
+fn a_burst_of_deadlines_larger_than_one_timer_turn_all_fail_on_time() {
+    // With time paused, 300 checkouts queued at one instant share one
+    // deadline: the timer's one wake leaves more outputs than a turn
+    // drains (the driver layer's `OUTPUTS_PER_WAKE`), and it must turn
+    // again at once, not sleep until the pool's next deadline (the long
+    // checkout's, a minute on).
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    tokio::task::LocalSet::new().block_on(&rt, async {
+        let pool = Pool::<Local, TokioLocal>::builder()
+            .address("localhost:5432")
+            .max_pool_size(1)
+            .configure(|o| o.maintenance_interval(None))
+            .build(manager(0))
+            .unwrap();
+        let _held = pool.get().await.unwrap();
+        let long = tokio::task::spawn_local(pool.get_timeout(Duration::from_secs(60)));
+        tokio::task::yield_now().await;
+        let t0 = tokio::time::Instant::now();
+        let burst: Vec<_> = (0..300)
+            .map(|_| {
+                let get = pool.get_timeout(Duration::from_secs(1));
+                tokio::task::spawn_local(async move { (get.await.err(), tokio::time::Instant::now()) })
+            })
+            .collect();
+        for checkout in burst {
+            let (err, ended) = checkout.await.unwrap();
+            assert!(err.is_some_and(|e| e.is_timeout()));
+            assert_eq!(
+                ended - t0,
+                Duration::from_secs(1),
+                "every one fails at its deadline"
+            );
+        }
+        assert!(long.await.unwrap().is_err_and(|e| e.is_timeout()));
+    });
+}

@@ -106,7 +106,7 @@ pub(crate) struct Shared<M: ManageConnection, R: Runtime> {
     /// The metrics export, when the builder turned it on: fed the core's
     /// measures by every input (`Cycle::settle`, `Shared::perform`).
     #[cfg(feature = "metrics")]
-    pub(crate) metrics: Option<crate::Metrics>,
+    pub(crate) metrics: Option<crate::driver::Metrics>,
 }
 
 impl<M: ManageConnection, R: Runtime> Shared<M, R> {
@@ -121,7 +121,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         events: Arc<EventHub>,
         leaks: Option<Box<Leaks>>,
         #[cfg(feature = "recorder")] flight: Option<Box<crate::flight::Flight>>,
-        #[cfg(feature = "metrics")] metrics: Option<crate::Metrics>,
+        #[cfg(feature = "metrics")] metrics: Option<crate::driver::Metrics>,
     ) -> Arc<Self> {
         #[cfg(feature = "metrics")]
         let core = {
