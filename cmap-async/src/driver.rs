@@ -14,6 +14,7 @@
 //! | [`LeakBook`], [`LeakNext`], [`Back`], [`LeakReport`] | leak detection's registry of guards out, what its watcher does next, and the reports it logs |
 //! | `Metrics`, `Measured` (feature `metrics`) | the metrics export: what an input leaves the metrics, taken under the driver's lock and applied after it |
 //! | [`Settings`], [`pool_builder_setters!`](crate::pool_builder_setters) | every builder option under one name, one signature and one doc comment, and how the settings become the pool's address and options |
+//! | [`classify`], [`Classify`] | a connect error's kind from a user's closure or the error's `source()` chain, for managers that do not know it |
 //!
 //! The driver's side of the contract, whatever its lock or runtime:
 //!
@@ -36,6 +37,25 @@ pub use crate::export::{Measured, Metrics};
 pub use crate::leak::{Back, LeakBook, LeakNext, LeakReport};
 pub use crate::panics::{catch_panic, catch_panic_in, CatchPanic, CountPanics};
 pub use crate::setters::Settings;
+
+use std::sync::Arc;
+
+use cmap_core::EstablishErrorKind;
+
+/// A user's classification of a manager's connect errors, for a manager
+/// that does not know its errors' kinds (another pool's, through
+/// [`compat`](crate::compat) or cmap-blocking's `compat`).
+pub type Classify<E> = Arc<dyn Fn(&E) -> EstablishErrorKind + Send + Sync>;
+
+/// `error`'s kind: the user's closure if there is one, else its
+/// `source()` chain ([`EstablishErrorKind::of_chain`]: an I/O error of a
+/// network kind at any depth is a network error).
+pub fn classify<E: std::error::Error + 'static>(with: Option<&Classify<E>>, error: &E) -> EstablishErrorKind {
+    match with {
+        Some(classify) => classify(error),
+        None => EstablishErrorKind::of_chain(error),
+    }
+}
 
 /// The timer's turn, the same for every driver: one task (or thread) per
 /// pool sleeps until the core's next deadline, then, under the lock, calls

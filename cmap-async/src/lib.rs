@@ -78,6 +78,8 @@
 mod builder;
 mod checkout;
 mod clock;
+#[cfg(any(feature = "bb8", feature = "deadpool"))]
+pub mod compat;
 pub mod driver;
 mod error;
 mod establish;

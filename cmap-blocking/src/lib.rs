@@ -61,6 +61,8 @@
 
 mod block_on;
 mod builder;
+#[cfg(feature = "r2d2")]
+pub mod compat;
 mod events;
 #[allow(unsafe_code)]
 mod fork;

@@ -69,6 +69,8 @@
 #![deny(missing_docs)]
 
 mod builder;
+#[cfg(any(feature = "bb8", feature = "deadpool"))]
+pub mod compat;
 mod events;
 #[cfg(feature = "recorder")]
 mod flight;

@@ -1,0 +1,283 @@
+//! Managers of other pools, as they are: any `bb8::ManageConnection`
+//! (feature `bb8`) or `deadpool::managed::Manager` (feature `deadpool`)
+//! becomes this crate's [`ManageConnection`](crate::ManageConnection) in one line, so that a
+//! project switches pools without giving up the manager crate it uses
+//! (bb8-postgres, bb8-redis, deadpool-redis, diesel-async, ...):
+//!
+//! ```ignore
+//! let pool = cmap_tokio::Pool::builder().address("db:5432").build(Bb8::new(manager))?;
+//! ```
+//!
+//! | their hook | ours |
+//! | --- | --- |
+//! | bb8 `connect`, deadpool `create` | `connect` |
+//! | bb8 `is_valid` (bb8's `test_on_check_out`, on by default) | `check`, on every checkout (off: [`Bb8::test_on_check_out`]) |
+//! | bb8 `has_broken` | `is_broken`, on check-in: a broken connection is closed |
+//! | deadpool `recycle(obj, metrics)` | `check`, on every checkout of a connection that was used before (deadpool recycles when it takes an object from its idle queue), with deadpool's [`Metrics`](deadpool::managed::Metrics) kept per connection |
+//!
+//! A connect error is classified for the pool from its `source()` chain
+//! ([`EstablishErrorKind::of_chain`]): a refused, reset, aborted or
+//! timed-out I/O error at any depth is a network error (the pool keeps
+//! trying and checkouts keep waiting through an outage), anything else
+//! "other". A closure given to `classify_with` decides instead.
+
+//!
+//! [`EstablishErrorKind::of_chain`]: cmap_core::EstablishErrorKind::of_chain
+
+#[cfg(feature = "bb8")]
+pub use self::bb8_compat::Bb8;
+#[cfg(feature = "deadpool")]
+pub use self::deadpool_compat::{Deadpool, DeadpoolError, Recycled};
+
+#[cfg(feature = "bb8")]
+mod bb8_compat {
+    use std::fmt;
+    use std::future::Future;
+
+    use cmap_core::EstablishErrorKind;
+
+    use crate::driver::{classify, Classify};
+    use crate::ManageConnection;
+
+    /// A bb8 manager as this pool's: see the [module](crate::compat).
+    /// Its error type must be a `std::error::Error` (as every maintained
+    /// bb8 manager's is), so that the pool can read its cause.
+    pub struct Bb8<M: bb8::ManageConnection> {
+        manager: M,
+        test_on_check_out: bool,
+        classify: Option<Classify<M::Error>>,
+    }
+
+    impl<M: bb8::ManageConnection> Bb8<M> {
+        /// `manager`, validated on every checkout as bb8 does by default.
+        pub fn new(manager: M) -> Self {
+            Bb8 {
+                manager,
+                test_on_check_out: true,
+                classify: None,
+            }
+        }
+
+        /// Whether `is_valid` runs on every checkout (bb8's
+        /// `test_on_check_out`, default `true`).
+        pub fn test_on_check_out(mut self, test: bool) -> Self {
+            self.test_on_check_out = test;
+            self
+        }
+
+        /// Classifies connect errors with `classify` instead of their
+        /// `source()` chain.
+        pub fn classify_with(
+            mut self,
+            classify: impl Fn(&M::Error) -> EstablishErrorKind + Send + Sync + 'static,
+        ) -> Self {
+            self.classify = Some(std::sync::Arc::new(classify));
+            self
+        }
+
+        /// The manager.
+        pub fn manager(&self) -> &M {
+            &self.manager
+        }
+    }
+
+    impl<M: bb8::ManageConnection> fmt::Debug for Bb8<M> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.debug_struct("Bb8")
+                .field("manager", &std::any::type_name::<M>())
+                .field("test_on_check_out", &self.test_on_check_out)
+                .field("classify", &self.classify.as_ref().map(|_| "Fn"))
+                .finish()
+        }
+    }
+
+    impl<M> ManageConnection for Bb8<M>
+    where
+        M: bb8::ManageConnection,
+        M::Error: std::error::Error + Sync,
+    {
+        type Connection = M::Connection;
+        type Error = M::Error;
+        /// bb8 has no hook on return.
+        const RESETS: bool = false;
+
+        fn connect(&self) -> impl Future<Output = Result<M::Connection, M::Error>> + Send {
+            self.manager.connect()
+        }
+
+        fn classify(&self, error: &M::Error) -> EstablishErrorKind {
+            classify(self.classify.as_ref(), error)
+        }
+
+        async fn check(&self, conn: &mut M::Connection) -> Result<(), M::Error> {
+            if self.test_on_check_out {
+                self.manager.is_valid(conn).await?;
+            }
+            Ok(())
+        }
+
+        fn is_broken(&self, conn: &mut M::Connection) -> bool {
+            self.manager.has_broken(conn)
+        }
+    }
+}
+
+#[cfg(feature = "deadpool")]
+mod deadpool_compat {
+    use std::borrow::Cow;
+    use std::fmt;
+    use std::ops::{Deref, DerefMut};
+    use std::time::Instant;
+
+    use cmap_core::EstablishErrorKind;
+    use deadpool::managed::{Manager, Metrics, RecycleError};
+
+    use crate::driver::{classify, Classify};
+    use crate::ManageConnection;
+
+    /// A deadpool manager as this pool's: see the [module](crate::compat).
+    /// Its error type must be a `std::error::Error` (as every maintained
+    /// deadpool manager's is), so that the pool can read its cause.
+    pub struct Deadpool<M: Manager> {
+        manager: M,
+        classify: Option<Classify<M::Error>>,
+    }
+
+    impl<M: Manager> Deadpool<M> {
+        /// `manager`, recycling each connection it takes out again.
+        pub fn new(manager: M) -> Self {
+            Deadpool {
+                manager,
+                classify: None,
+            }
+        }
+
+        /// Classifies connect errors with `classify` instead of their
+        /// `source()` chain.
+        pub fn classify_with(
+            mut self,
+            classify: impl Fn(&M::Error) -> EstablishErrorKind + Send + Sync + 'static,
+        ) -> Self {
+            self.classify = Some(std::sync::Arc::new(classify));
+            self
+        }
+
+        /// The manager.
+        pub fn manager(&self) -> &M {
+            &self.manager
+        }
+    }
+
+    impl<M: Manager> fmt::Debug for Deadpool<M> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.debug_struct("Deadpool")
+                .field("manager", &std::any::type_name::<M>())
+                .field("classify", &self.classify.as_ref().map(|_| "Fn"))
+                .finish()
+        }
+    }
+
+    /// A connection of a deadpool manager, with the [`Metrics`] deadpool
+    /// keeps for it (its `recycle` reads them). Derefs to the connection.
+    pub struct Recycled<T> {
+        value: T,
+        metrics: Metrics,
+        /// Handed out before: the next checkout recycles it first.
+        used: bool,
+    }
+
+    impl<T> Recycled<T> {
+        /// Deadpool's metrics of this connection.
+        pub fn metrics(&self) -> &Metrics {
+            &self.metrics
+        }
+
+        /// The connection itself, out of the wrapper.
+        pub fn into_inner(self) -> T {
+            self.value
+        }
+    }
+
+    impl<T> Deref for Recycled<T> {
+        type Target = T;
+        fn deref(&self) -> &T {
+            &self.value
+        }
+    }
+
+    impl<T> DerefMut for Recycled<T> {
+        fn deref_mut(&mut self) -> &mut T {
+            &mut self.value
+        }
+    }
+
+    impl<T> fmt::Debug for Recycled<T> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.debug_struct("Recycled")
+                .field("metrics", &self.metrics)
+                .finish_non_exhaustive()
+        }
+    }
+
+    /// Why a deadpool manager failed: its own error, or a recycle that
+    /// refused the connection with a message.
+    #[derive(Debug, thiserror::Error)]
+    #[non_exhaustive]
+    pub enum DeadpoolError<E: std::error::Error + 'static> {
+        /// The manager's error (from `create`, or `recycle`'s `Backend`).
+        #[error(transparent)]
+        Backend(#[from] E),
+        /// `recycle` refused the connection (`RecycleError::Message`).
+        #[error("the connection could not be recycled: {0}")]
+        Recycle(Cow<'static, str>),
+    }
+
+    impl<M> ManageConnection for Deadpool<M>
+    where
+        M: Manager + 'static,
+        M::Type: 'static,
+        M::Error: std::error::Error + Sync + 'static,
+    {
+        type Connection = Recycled<M::Type>;
+        type Error = DeadpoolError<M::Error>;
+        /// deadpool has no hook on return (it recycles on the way out).
+        const RESETS: bool = false;
+
+        async fn connect(&self) -> Result<Recycled<M::Type>, DeadpoolError<M::Error>> {
+            let value = self.manager.create().await?;
+            Ok(Recycled {
+                value,
+                metrics: Metrics {
+                    created: Instant::now(),
+                    recycled: None,
+                    recycle_count: 0,
+                },
+                used: false,
+            })
+        }
+
+        fn classify(&self, error: &DeadpoolError<M::Error>) -> EstablishErrorKind {
+            match error {
+                DeadpoolError::Backend(error) => classify(self.classify.as_ref(), error),
+                DeadpoolError::Recycle(_) => EstablishErrorKind::Other,
+            }
+        }
+
+        /// deadpool's `recycle`, for a connection handed out before; a new
+        /// one goes out as it is, as from deadpool's own pool.
+        async fn check(&self, conn: &mut Recycled<M::Type>) -> Result<(), DeadpoolError<M::Error>> {
+            if !std::mem::replace(&mut conn.used, true) {
+                return Ok(());
+            }
+            match self.manager.recycle(&mut conn.value, &conn.metrics).await {
+                Ok(()) => {
+                    conn.metrics.recycled = Some(Instant::now());
+                    conn.metrics.recycle_count += 1;
+                    Ok(())
+                }
+                Err(RecycleError::Backend(error)) => Err(DeadpoolError::Backend(error)),
+                Err(RecycleError::Message(message)) => Err(DeadpoolError::Recycle(message)),
+            }
+        }
+    }
+}
