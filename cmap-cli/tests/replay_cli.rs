@@ -1,4 +1,4 @@
-//! `spec-runner replay`: a recording of the core replays and prints its
+//! `cmap replay`: a recording of the core replays and prints its
 //! timeline, the state at an instant, or a divergence with a failure exit.
 
 use std::path::PathBuf;
@@ -49,7 +49,7 @@ fn recording_file(name: &str) -> PathBuf {
 }
 
 fn replay(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_spec-runner"))
+    let out = Command::new(env!("CARGO_BIN_EXE_cmap"))
         .arg("replay")
         .args(args)
         .output()
