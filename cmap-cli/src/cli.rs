@@ -2,11 +2,16 @@
 //! the arguments of each subcommand and what it prints. Every function
 //! takes the program's name for its error lines.
 
-use std::path::PathBuf;
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+
+use cmap_core::Recording;
 
 use crate::replay::{replay_file, Show};
 use crate::report::{self, Summary};
+use crate::timeline::Timeline;
 use crate::{RunOptions, TestOutcome};
 
 /// The test files named by `paths` (a folder gives its `*.json` files),
@@ -89,4 +94,44 @@ pub fn replay(program: &str, mut args: impl Iterator<Item = String>) -> Option<E
             ExitCode::FAILURE
         }
     })
+}
+
+/// `timeline FILE [-o OUT]`: the recording's picture, written to `OUT`
+/// (by default FILE with the extension `.svg`). Exits non-zero when the
+/// recording cannot be read or does not replay identically, and with 2
+/// (`None`) on bad arguments.
+pub fn timeline(program: &str, mut args: impl Iterator<Item = String>) -> Option<ExitCode> {
+    let mut file = None;
+    let mut out = None;
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "-o" | "--output" => out = Some(PathBuf::from(args.next()?)),
+            _ if arg.starts_with('-') || file.is_some() => return None,
+            _ => file = Some(PathBuf::from(arg)),
+        }
+    }
+    let file = file?;
+    let out = out.unwrap_or_else(|| file.with_extension("svg"));
+    Some(match draw(&file, &out) {
+        Ok(()) => {
+            println!("{}", out.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{program}: {e}");
+            ExitCode::FAILURE
+        }
+    })
+}
+
+fn draw(file: &Path, out: &Path) -> Result<(), String> {
+    let name = |p: &Path| p.display().to_string();
+    let reader = File::open(file).map_err(|e| format!("{}: {e}", name(file)))?;
+    let recording =
+        Recording::read_from(BufReader::new(reader)).map_err(|e| format!("{}: {e}", name(file)))?;
+    let timeline = Timeline::of(&recording).map_err(|e| format!("{}: {e}", name(file)))?;
+    let title = file
+        .file_name()
+        .map_or(name(file), |f| f.to_string_lossy().into_owned());
+    std::fs::write(out, timeline.to_svg(&title)).map_err(|e| format!("{}: {e}", name(out)))
 }

@@ -6,6 +6,8 @@
 //! - `cmap replay [--at SECONDS] [--quiet] FILE` re-executes a pool's
 //!   flight recording (cmap-core's `recorder`) and prints its verdict,
 //!   its timeline or the pool at one instant ([`replay`](mod@replay));
+//! - `cmap timeline FILE [-o OUT.svg]` draws it against time, as one
+//!   self-contained SVG file ([`timeline`]);
 //! - `cmap spec <dir-or-file>...` runs the official CMAP test files
 //!   (format version 1) against `cmap_core::Pool` on virtual time, with
 //!   simulated threads and a simulated endpoint that applies each test's
@@ -38,6 +40,7 @@ pub mod replay;
 pub mod report;
 pub mod sim;
 mod threads;
+pub mod timeline;
 pub mod trace;
 pub mod verify;
 

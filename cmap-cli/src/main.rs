@@ -2,10 +2,11 @@
 //!
 //! ```text
 //! cmap replay [--at SECONDS] [--quiet] FILE   replay a flight recording
+//! cmap timeline FILE [-o OUT.svg]             draw it against time (SVG)
 //! cmap spec [--trace TEXT] DIR-OR-FILE...     run the official CMAP tests
 //! ```
 //!
-//! `replay` exits non-zero when the recording cannot be read or does not
+//! `replay` and `timeline` exit non-zero when the recording cannot be read or does not
 //! replay identically; `spec` when a test fails or a folder is missing or
 //! holds no test file. Bad arguments exit with 2.
 
@@ -15,12 +16,14 @@ use std::process::ExitCode;
 use cmap_cli::{cli, RunOptions};
 
 const USAGE: &str = "usage: cmap replay [--at SECONDS] [--quiet] FILE
+       cmap timeline FILE [-o OUT.svg]
        cmap spec [--trace <file-substring>] <dir-or-file>...";
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
     let done = match args.next().as_deref() {
         Some("replay") => cli::replay("cmap", args),
+        Some("timeline") => cli::timeline("cmap", args),
         Some("spec") => spec(args),
         Some("-h" | "--help") => {
             println!("{USAGE}");
