@@ -329,20 +329,25 @@ impl<'a> Drawing<'a> {
         top
     }
 
-    /// A step path through `points` (x, value), values scaled to a lane.
+    /// A step path through `values` (instant, value), scaled to a lane.
+    /// Values that fall in one half-pixel column are drawn as a vertical
+    /// stroke through their first, lowest, highest and last: the same
+    /// picture, and a path that grows with the width, not the recording.
     fn step_path(&self, values: impl Iterator<Item = (i64, f64)>, top: f64, height: f64, max: f64) -> String {
         let end = self.x(self.timeline.samples.last().map_or(0, |s| s.at));
         let y = |v: f64| top + height - v / max * (height - 4.0);
         let mut d = String::new();
         let mut last = 0.0;
-        for (at, v) in values {
-            let x = self.x(at);
-            if d.is_empty() {
-                let _ = write!(d, "M{x:.1},{:.1}", y(v));
-            } else {
-                let _ = write!(d, "H{x:.1}V{:.1}", y(v));
+        for (x, column) in columns(values.map(|(at, v)| (self.x(at), v))) {
+            for (k, v) in column.into_iter().enumerate() {
+                match (d.is_empty(), k) {
+                    (true, _) => write!(d, "M{x:.1},{:.1}", y(v)),
+                    (false, 0) => write!(d, "H{x:.1}V{:.1}", y(v)),
+                    (false, _) => write!(d, "V{:.1}", y(v)),
+                }
+                .expect("writing to a String");
+                last = v;
             }
-            last = v;
         }
         let _ = write!(d, "H{end:.1}V{:.1}", y(last));
         d
@@ -490,6 +495,38 @@ impl<'a> Drawing<'a> {
     }
 }
 
+/// `points` (x, value) by half-pixel column: each column's x and its
+/// first, lowest, highest and last values, repeats left out.
+fn columns(points: impl Iterator<Item = (f64, f64)>) -> Vec<(f64, Vec<f64>)> {
+    let mut out: Vec<(f64, Vec<f64>)> = Vec::new();
+    // The column being gathered: its key, x, first, low, high, last.
+    let mut open: Option<(i64, f64, [f64; 4])> = None;
+    let mut close = |column: Option<(i64, f64, [f64; 4])>| {
+        if let Some((_, x, [first, low, high, last])) = column {
+            let mut values = vec![first];
+            for v in [low, high, last] {
+                if values.last() != Some(&v) {
+                    values.push(v);
+                }
+            }
+            out.push((x, values));
+        }
+    };
+    for (x, v) in points {
+        let key = (x * 2.0).round() as i64;
+        match &mut open {
+            Some((k, _, [_, low, high, last])) if *k == key => {
+                *low = low.min(v);
+                *high = high.max(v);
+                *last = v;
+            }
+            _ => close(open.replace((key, x, [v, v, v, v]))),
+        }
+    }
+    close(open);
+    out
+}
+
 /// The row of an establishment failure: its labels, or its kind's lack.
 fn establish_row(kind: &MarkKind) -> Option<String> {
     match kind {
@@ -564,6 +601,17 @@ mod tests {
         assert_eq!((id, message.as_str()), (5, "refused"));
         assert!(labels.contains(&"SystemOverloadedError"), "{labels:?}");
         assert_eq!(establish_failure(r#""Timeout""#), None);
+    }
+
+    #[test]
+    fn a_column_keeps_its_first_lowest_highest_and_last_values() {
+        let busy = (0..10_000).map(|i| (10.0 + f64::from(i) / 1e5, f64::from(i % 7)));
+        let later = [(20.0, 3.0), (20.1, 3.0), (30.0, 1.0)];
+        let columns = columns(busy.chain(later));
+        assert_eq!(
+            columns,
+            [(10.0, vec![0.0, 6.0, 3.0]), (20.0, vec![3.0]), (30.0, vec![1.0])]
+        );
     }
 
     #[test]
