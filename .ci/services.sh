@@ -7,6 +7,7 @@
 #   Redis       127.0.0.1:6379
 #   FerretDB    127.0.0.1:27017  (authentication; user cmap / cmap-secret, database test)
 #               127.0.0.1:27018  (no authentication), TLS at localhost:27019
+#   promtool    the alert rules' checker (Debian's `prometheus` package; no server)
 #   TLS: a CA and a certificate for `localhost` of the project's own
 #   (.ci/tls.sh, in ~/.cache/cmap-pool/tls): PostgreSQL takes TLS too.
 #
@@ -16,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-for service in postgres redis ferretdb; do
+for service in postgres redis ferretdb promtool; do
   start=$SECONDS
   bash "./$service.sh"
   echo "[$service] $((SECONDS - start)) s"

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run -p cmap-tokio --example flight_recorder
-//! cargo run -p spec-runner -- replay --at 0.03 /tmp/flight-recording.jsonl
+//! cmap replay --at 0.03 /tmp/flight-recording.jsonl   # cargo install cmap-cli
 //! ```
 
 mod common;

@@ -538,7 +538,7 @@ impl<P: DriverPool> Run<P> {
                         None => conns.kept.push(conn),
                     }
                 }
-                Err(e) => return Ok(Some(RaisedError::from_get_error(&e))),
+                Err(e) => return Ok(Some(raised(&e))),
             },
             OpKind::CheckIn { connection } => {
                 let conn = lock(&self.conns).labels.remove(connection).ok_or_else(|| {
@@ -613,5 +613,16 @@ impl<P: DriverPool> Run<P> {
         }
         self.board.changed.notify_all();
         self.pool.close();
+    }
+}
+
+/// A failed `get()` of the async pool: its checkout error as
+/// [`RaisedError::from_check_out`] names it. (The runner's manager has no
+/// `check` hook, so `CheckFailed` does not happen; it is named after the
+/// variant if it ever did.)
+pub fn raised(error: &cmap_async::GetError) -> RaisedError {
+    match error.check_out_error() {
+        Some(error) => RaisedError::from_check_out(error),
+        None => RaisedError::runner("CheckFailed", error.to_string()),
     }
 }

@@ -14,6 +14,7 @@
 //!
 //! A few small tests written for the real-time engine follow.
 
+#[path = "../../cmap-cli/tests/spec_files/mod.rs"]
 mod spec_files;
 
 use std::path::Path;

@@ -40,6 +40,9 @@ pub struct Step {
     pub outputs: Vec<String>,
     /// The pool's counts after it.
     pub status: Status,
+    /// The establishment pace after it: how many connections may be
+    /// established at once (`maxConnecting`, or the adaptive pace's limit).
+    pub pace: u32,
 }
 
 /// Why a recording could not be replayed.
@@ -148,6 +151,7 @@ impl Recording {
                 input: text.to_string(),
                 outputs: actual,
                 status: pool.status(),
+                pace: pool.pace.limit,
             });
         }
         let state = pool.describe(base);

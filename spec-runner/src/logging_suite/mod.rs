@@ -76,10 +76,7 @@ pub const IGNORED_URI_OPTIONS: &[&str] = &[
 /// does not know still fails the test.
 pub const DEPRECATED_POOL_OPTIONS: &[&str] = &["waitQueueSize", "waitQueueMultiple"];
 
-/// Whether a test file is in the unified format (it has `schemaVersion`).
-pub fn is_unified(value: &Value) -> bool {
-    value.get("schemaVersion").is_some()
-}
+pub use cmap_cli::is_unified;
 
 /// Runs every test of a unified-format file on `adapter`: one outcome per
 /// test, named `<file>: <description>` (one for the file if it cannot be

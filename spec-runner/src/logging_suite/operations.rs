@@ -13,7 +13,6 @@ use serde_json::{Map, Value};
 use crate::driver::{Driver, DriverPool};
 use crate::endpoint::{Endpoint, EndpointError};
 use crate::format::FailPoint;
-use crate::observe::RaisedError;
 use crate::realtime::{after, now, WAIT_LIMIT};
 
 use super::entities::TestRun;
@@ -30,7 +29,7 @@ struct OpError {
 
 impl OpError {
     fn from_get(error: &GetError) -> OpError {
-        let raised = RaisedError::from_get_error(error);
+        let raised = crate::realtime::raised(error);
         let source: Option<&(dyn StdError + 'static)> = error.connection_error().map(|s| s as _);
         let code = match source.and_then(|s| s.downcast_ref::<EndpointError>()) {
             Some(EndpointError::Command { code, .. } | EndpointError::Authentication { code, .. }) => {

@@ -9,7 +9,7 @@
 
 mod spec_files;
 
-use spec_runner::{report, RunOptions};
+use cmap_cli::{report, RunOptions};
 
 fn spec_dir() -> Option<std::path::PathBuf> {
     spec_files::cmap_format()
@@ -19,7 +19,7 @@ fn spec_dir() -> Option<std::path::PathBuf> {
 #[test]
 fn official_spec_files_found_or_tests_skipped() {
     if let Some(dir) = spec_dir() {
-        let files = spec_runner::test_files(&dir).unwrap();
+        let files = cmap_cli::test_files(&dir).unwrap();
         assert!(!files.is_empty(), "no test file in {}", dir.display());
     }
 }
@@ -27,7 +27,7 @@ fn official_spec_files_found_or_tests_skipped() {
 #[test]
 fn every_spec_test_passes() {
     let Some(dir) = spec_dir() else { return };
-    let outcomes = spec_runner::run_dir(&dir, &RunOptions::default()).unwrap();
+    let outcomes = cmap_cli::run_dir(&dir, &RunOptions::default()).unwrap();
     let failures: Vec<String> = outcomes
         .iter()
         .filter(|(_, o)| !o.passed())
@@ -40,10 +40,41 @@ fn every_spec_test_passes() {
 fn every_spec_test_traces_identically_twice() {
     let Some(dir) = spec_dir() else { return };
     let tracing = RunOptions::tracing(".json");
-    for path in spec_runner::test_files(&dir).unwrap() {
-        let first = spec_runner::run_file(&path, &tracing);
-        let second = spec_runner::run_file(&path, &tracing);
+    for path in cmap_cli::test_files(&dir).unwrap() {
+        let first = cmap_cli::run_file(&path, &tracing);
+        let second = cmap_cli::run_file(&path, &tracing);
         assert!(!first.trace.is_empty(), "{} has no trace", path.display());
         assert_eq!(first, second, "{} ran differently twice", path.display());
     }
+}
+
+/// `cmap spec <dir>`, the installed command: a line per file, the totals,
+/// success; a missing folder fails it.
+#[test]
+fn the_cmap_command_runs_them() {
+    let Some(dir) = spec_dir() else { return };
+    let cmap = |args: &[&std::ffi::OsStr]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_cmap"))
+            .arg("spec")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = cmap(&[dir.as_os_str()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let files = cmap_cli::test_files(&dir).unwrap().len();
+    assert!(out.status.success(), "{stdout}");
+    assert_eq!(
+        stdout.lines().filter(|l| l.starts_with("PASS ")).count(),
+        files,
+        "{stdout}"
+    );
+    assert!(
+        stdout.ends_with(&format!("{files} passed, 0 failed\n")),
+        "{stdout}"
+    );
+    let missing = dir.join("no-such-folder");
+    let out = cmap(&[dir.as_os_str(), missing.as_os_str()]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
 }

@@ -1,4 +1,4 @@
-//! `spec-runner replay`: a recording of the core replays and prints its
+//! `cmap replay` and `cmap timeline`: a recording of the core replays and prints its
 //! timeline, the state at an instant, or a divergence with a failure exit.
 
 use std::path::PathBuf;
@@ -49,7 +49,7 @@ fn recording_file(name: &str) -> PathBuf {
 }
 
 fn replay(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_spec-runner"))
+    let out = Command::new(env!("CARGO_BIN_EXE_cmap"))
         .arg("replay")
         .args(args)
         .output()
@@ -83,5 +83,36 @@ fn a_recording_that_does_not_replay_fails_the_command() {
     let (ok, _, err) = replay(&["--quiet", path.to_str().unwrap()]);
     assert!(!ok);
     assert!(err.contains("diverged"), "{err}");
+    std::fs::remove_file(path).unwrap();
+}
+
+/// `cmap timeline FILE`: the picture beside the recording by default; a
+/// recording that does not replay draws nothing and fails the command.
+#[test]
+fn a_recording_draws_its_timeline_beside_it() {
+    let path = recording_file("picture");
+    let cmap = |path: &std::path::Path| {
+        Command::new(env!("CARGO_BIN_EXE_cmap"))
+            .arg("timeline")
+            .arg(path)
+            .output()
+            .unwrap()
+    };
+    let out = cmap(&path);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let svg_path = path.with_extension("svg");
+    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    assert!(svg.starts_with("<svg ") && svg.ends_with("</svg>\n"));
+    assert!(
+        svg.contains("checkout failed: WaitQueueTimeout"),
+        "the timeout's mark"
+    );
+    std::fs::remove_file(&svg_path).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("ConnectionId(1)", "ConnectionId(4)")).unwrap();
+    let out = cmap(&path);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("diverged"));
+    assert!(!svg_path.exists());
     std::fs::remove_file(path).unwrap();
 }

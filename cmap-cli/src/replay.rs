@@ -1,4 +1,4 @@
-//! `spec-runner replay [--at SECONDS] [--quiet] FILE`: re-executes a flight
+//! `cmap replay [--at SECONDS] [--quiet] FILE`: re-executes a flight
 //! recording (cmap-core's `recorder`) on the core, checks that every
 //! output is the recorded one, and prints the pool's timeline, or its
 //! state at one instant.

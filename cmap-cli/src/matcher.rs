@@ -58,7 +58,7 @@ fn is_placeholder(v: &Value) -> bool {
 }
 
 /// Numbers compare by value: `1`, `1.0` and a `u64` 1 are equal.
-pub(crate) fn numbers_equal(e: &serde_json::Number, a: &serde_json::Number) -> bool {
+pub fn numbers_equal(e: &serde_json::Number, a: &serde_json::Number) -> bool {
     let int = |n: &serde_json::Number| n.as_i64().map(i128::from).or_else(|| n.as_u64().map(i128::from));
     match (int(e), int(a)) {
         (Some(x), Some(y)) => x == y,

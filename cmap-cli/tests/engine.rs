@@ -1,15 +1,15 @@
 //! The virtual-time engine on small tests written for it (not official
 //! files): ordering, time-outs, failure messages, determinism.
 
+use cmap_cli::{pool_options, sim, TestFile};
 use serde_json::{json, Value};
-use spec_runner::{pool_options, sim, TestFile};
 
 fn test(v: Value) -> TestFile {
     TestFile::from_json(&v).unwrap()
 }
 
-fn outcome(v: Value) -> spec_runner::TestOutcome {
-    spec_runner::run_test(&test(v), true)
+fn outcome(v: Value) -> cmap_cli::TestOutcome {
+    cmap_cli::run_test(&test(v), true)
 }
 
 /// The types of the events a test saw, in order.

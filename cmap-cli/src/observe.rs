@@ -88,17 +88,6 @@ impl RaisedError {
         }
     }
 
-    /// A failed `get()` of the async pool: its checkout error as
-    /// [`from_check_out`](Self::from_check_out) names it. (The runner's
-    /// manager has no `check` hook, so `CheckFailed` does not happen; it is
-    /// named after the variant if it ever did.)
-    pub fn from_get_error(error: &cmap_async::GetError) -> RaisedError {
-        match error.check_out_error() {
-            Some(error) => RaisedError::from_check_out(error),
-            None => RaisedError::runner("CheckFailed", error.to_string()),
-        }
-    }
-
     /// An error of the runner itself (a `waitForEvent` that timed out...).
     pub fn runner(kind: &str, message: String) -> RaisedError {
         RaisedError {
