@@ -25,7 +25,7 @@ use crate::clock::CoarseNow;
 use crate::manager::ManageConnection;
 use crate::runtime::Runtime;
 use crate::shared::{Ended, Shared};
-use crate::under_lock::{lock_slot, SharedSlot, Slot};
+use crate::slot::{lock_slot, SharedSlot, Slot};
 
 enum State<C> {
     Start,

@@ -2,45 +2,17 @@
 //! bounded by the connect timeout, stopped by `Action::AbortEstablish`, and
 //! reporting back even when it is dropped.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
 use cmap_core::{ConnectionId, EstablishError};
-use event_listener::Event;
 
+use crate::abort::Abort;
 use crate::error::{ConnectTimeoutError, EstablishDroppedError};
 use crate::manager::ManageConnection;
 use crate::panics::Hook;
 use crate::runtime::Runtime;
 use crate::shared::Shared;
 use crate::util::{race, Either};
-
-/// The switch that stops one establishment.
-#[derive(Default)]
-pub(crate) struct Abort {
-    fired: AtomicBool,
-    event: Event,
-}
-
-impl Abort {
-    pub(crate) fn fire(&self) {
-        self.fired.store(true, Ordering::Release);
-        self.event.notify(usize::MAX);
-    }
-
-    async fn wait(&self) {
-        loop {
-            if self.fired.load(Ordering::Acquire) {
-                return;
-            }
-            let listener = self.event.listen();
-            if self.fired.load(Ordering::Acquire) {
-                return;
-            }
-            listener.await;
-        }
-    }
-}
 
 /// Reports a failure if the task is dropped before it reported anything
 /// (the runtime shut down): the core then frees the slot. A report for a

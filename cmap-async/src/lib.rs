@@ -75,6 +75,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod abort;
 mod builder;
 mod checkout;
 mod clock;
@@ -100,6 +101,7 @@ mod readiness;
 mod runtime;
 mod setters;
 mod shared;
+mod slot;
 mod spare_slots;
 mod sync;
 mod timer;

@@ -1,6 +1,6 @@
 //! Slots of served checkouts, kept for the next checkouts that wait.
 //!
-//! A queued checkout waits in a heap slot (`under_lock::SharedSlot`) that it
+//! A queued checkout waits in a heap slot (`slot::SharedSlot`) that it
 //! shares with the pool. In a busy pool every checkout waits, and making
 //! and freeing that slot was most of what waiting cost the driver. A slot
 //! handed a connection (`Inner::hand_over`) is therefore kept here, under
@@ -10,8 +10,8 @@
 use std::collections::VecDeque;
 use std::task::Waker;
 
+use crate::slot::{SharedSlot, Slot};
 use crate::sync::Arc;
-use crate::under_lock::{SharedSlot, Slot};
 
 /// How many slots are kept at most: enough for the checkouts served
 /// between two that wait, few enough to hold little memory.
@@ -62,7 +62,7 @@ impl<C> SpareSlots<C> {
                 return slot;
             }
         }
-        crate::under_lock::new_slot(waker)
+        crate::slot::new_slot(waker)
     }
 
     /// How many slots are kept (for the tests).
@@ -75,7 +75,7 @@ impl<C> SpareSlots<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::under_lock::lock_slot;
+    use crate::slot::lock_slot;
 
     #[test]
     fn a_slot_is_reused_only_once_its_checkout_let_go_of_it() {

@@ -76,10 +76,9 @@ use crate::events::Outbox;
 use crate::manager::ManageConnection;
 use crate::panics::Hook;
 use crate::runtime::Runtime;
+use crate::slot::{lock_slot, Handed, SharedSlot, Slot, SlotFill};
 use crate::sync::atomic::Ordering;
-use crate::under_lock::{
-    lock_slot, Deferred, Handed, Inner, OwnCheckout, RareDeferred, SharedSlot, Slot, SlotFill,
-};
+use crate::under_lock::{Deferred, Inner, OwnCheckout, RareDeferred};
 
 /// One input, from the lock (steps 1 and 2, [`Shared::cycle`]) to its
 /// last slot filled, ended by the input's own call. Small, with its hot

@@ -17,7 +17,7 @@
 //!    holds it (a callback's own input, whose events the delivery loop
 //!    below it sends). The turn's queue (`EventHub::queue`) is taken under
 //!    either lock, and nothing is taken while it is held.
-//! 3. **A waiter's slot** (`SharedSlot`, `under_lock.rs`). Taken only
+//! 3. **A waiter's slot** (`SharedSlot`, `slot.rs`). Taken only
 //!    with the pool's lock released (step 9, and the checkout future's
 //!    polls and drop), and nothing is taken while it is held: the waker is woken,
 //!    and an unwanted connection checked back in, after it is released.
@@ -36,6 +36,8 @@ use event_listener::Event;
 mod cycle;
 mod get;
 mod give_back;
+#[cfg(feature = "metrics")]
+mod measured;
 
 pub(crate) use cycle::Ended;
 
