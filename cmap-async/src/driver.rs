@@ -15,6 +15,7 @@
 //! | `Metrics`, `Measured` (feature `metrics`) | the metrics export: what an input leaves the metrics, taken under the driver's lock and applied after it |
 //! | [`Settings`], [`pool_builder_setters!`](crate::pool_builder_setters) | every builder option under one name, one signature and one doc comment, and how the settings become the pool's address and options |
 //! | [`classify`], [`Classify`] | a connect error's kind from a user's closure or the error's `source()` chain, for managers that do not know it |
+//! | [`connect`] | one establishment as every async driver runs it: the manager's `connect` under a panic guard, bounded by the connect timeout, labelled by its kind, given up when aborted |
 //!
 //! The driver's side of the contract, whatever its lock or runtime:
 //!
@@ -54,6 +55,49 @@ pub fn classify<E: std::error::Error + 'static>(with: Option<&Classify<E>>, erro
     match with {
         Some(classify) => classify(error),
         None => EstablishErrorKind::of_chain(error),
+    }
+}
+
+/// One establishment, as every async driver runs it in the task it spawns
+/// for an `Action::Establish`: `connect()` made and polled under a panic
+/// guard (a panic is a failure like any other, counted in `panics`),
+/// bounded by `timeout` (its length and the sleep that ends it: then a
+/// network [`ConnectTimeoutError`](crate::ConnectTimeoutError), possibly
+/// overload), its error labelled by `classify`; all of it given up when
+/// `aborted` completes (the core's `AbortEstablish`: `None`, and the core
+/// has already counted the connection closed). The driver reports the
+/// result as `handle_established` or `handle_establish_failed`.
+pub async fn connect<C, E, F>(
+    panics: impl CountPanics,
+    connect: impl FnOnce() -> F,
+    classify: impl FnOnce(&E) -> EstablishErrorKind,
+    timeout: Option<(std::time::Duration, impl std::future::Future<Output = ()>)>,
+    aborted: impl std::future::Future<Output = ()>,
+) -> Option<Result<C, cmap_core::EstablishError>>
+where
+    F: std::future::Future<Output = Result<C, E>>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    use cmap_core::EstablishError;
+
+    use crate::util::{race, Either};
+
+    let bounded = async move {
+        let labelled = |error: E| EstablishError::new(classify(&error), error);
+        match timeout {
+            Some((after, sleep)) => match race(connect(), sleep).await {
+                Either::Left(result) => result.map_err(labelled),
+                Either::Right(()) => Err(EstablishError::network(crate::ConnectTimeoutError { after })),
+            },
+            None => connect().await.map_err(labelled),
+        }
+    };
+    let guarded = catch_panic_in(panics, crate::Hook::Connect, || bounded);
+    match race(guarded, aborted).await {
+        Either::Left(outcome) => {
+            Some(outcome.unwrap_or_else(|panicked| Err(EstablishError::other(panicked))))
+        }
+        Either::Right(()) => None,
     }
 }
 

@@ -7,12 +7,10 @@ use std::sync::{Arc, Weak};
 use cmap_core::{ConnectionId, EstablishError};
 
 use crate::abort::Abort;
-use crate::error::{ConnectTimeoutError, EstablishDroppedError};
+use crate::error::EstablishDroppedError;
 use crate::manager::ManageConnection;
-use crate::panics::Hook;
 use crate::runtime::Runtime;
 use crate::shared::Shared;
-use crate::util::{race, Either};
 
 /// Reports a failure if the task is dropped before it reported anything
 /// (the runtime shut down): the core then frees the slot. A report for a
@@ -52,29 +50,18 @@ pub(crate) fn spawn<M: ManageConnection, R: Runtime>(
         armed: true,
     };
     shared.rt.spawn(async move {
-        let connect = async {
-            let labelled = |error: M::Error| EstablishError::new(manager.classify(&error), error);
-            let deadline = timeout.and_then(|t| rt.now().checked_add(t));
-            match (timeout, deadline) {
-                (Some(after), Some(deadline)) => {
-                    match race(manager.connect(), rt.sleep_until(deadline)).await {
-                        Either::Left(result) => result.map_err(labelled),
-                        // A network timeout: possibly overload (spec).
-                        Either::Right(()) => Err(EstablishError::network(ConnectTimeoutError { after })),
-                    }
-                }
-                _ => manager.connect().await.map_err(labelled),
-            }
-        };
-        // A panic in `connect` or `classify` is a failure like any
-        // other (not a sign of overload): the slot is freed and the
-        // checkout that asked is told why.
-        let connect = panics.guard(Hook::Connect, || connect);
-        let outcome = race(connect, abort.wait()).await;
+        let timeout = timeout.and_then(|after| Some((after, rt.sleep_until(rt.now().checked_add(after)?))));
+        let outcome = crate::driver::connect(
+            &*panics,
+            || manager.connect(),
+            |error| manager.classify(error),
+            timeout,
+            abort.wait(),
+        )
+        .await;
         report.armed = false;
         // Aborted: the core has already counted it closed.
-        let Either::Left(result) = outcome else { return };
-        let result = result.unwrap_or_else(|panicked| Err(EstablishError::other(panicked)));
+        let Some(result) = outcome else { return };
         if let Some(shared) = report.pool.upgrade() {
             shared.finish_establish(id, result);
         }

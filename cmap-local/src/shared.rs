@@ -41,8 +41,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant};
 
+use cmap_async::driver::catch_panic;
 use cmap_async::driver::timer::{after_turn, fire_due, Tick, OUTPUTS_PER_WAKE};
-use cmap_async::driver::{catch_panic, catch_panic_in};
 use cmap_async::Hook;
 use cmap_core::{
     Action, Address, CheckOutError, ConnectionId, EstablishError, HandOver, IdDeque, Output, Pooled, WaiterId,
@@ -361,36 +361,19 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
             armed: true,
         };
         self.rt.spawn_local(async move {
-            let connect = async {
-                let labelled = |error: M::Error| EstablishError::new(manager.classify(&error), error);
-                match timeout.and_then(|t| rt.now().checked_add(t).map(|d| (t, d))) {
-                    Some((after, deadline)) => {
-                        let timed_out = async {
-                            rt.sleep_until(deadline).await;
-                            Err(EstablishError::network(cmap_async::ConnectTimeoutError { after }))
-                        };
-                        futures_lite::future::or(
-                            async { manager.connect().await.map_err(labelled) },
-                            timed_out,
-                        )
-                        .await
-                    }
-                    None => manager.connect().await.map_err(labelled),
-                }
-            };
-            // A panic in `connect` or `classify` is a failure like any
-            // other (not a sign of overload): the slot is freed and the
-            // checkout that asked is told why.
-            let connect = catch_panic_in(&*panics, Hook::Connect, || connect);
-            let aborted = async {
-                abort.wait().await;
-                None
-            };
-            let outcome = futures_lite::future::or(async { Some(connect.await) }, aborted).await;
+            let timeout =
+                timeout.and_then(|after| Some((after, rt.sleep_until(rt.now().checked_add(after)?))));
+            let outcome = cmap_async::driver::connect(
+                &*panics,
+                || manager.connect(),
+                |error| manager.classify(error),
+                timeout,
+                abort.wait(),
+            )
+            .await;
             report.armed = false;
             // Aborted: the core has already counted it closed.
             let Some(result) = outcome else { return };
-            let result = result.unwrap_or_else(|panicked| Err(EstablishError::other(panicked)));
             if let Some(shared) = report.pool.upgrade() {
                 shared.finish_establish(id, result);
             }
