@@ -1,5 +1,6 @@
 //! Managers of other pools, as they are: any `bb8::ManageConnection`
-//! (feature `bb8`) or `deadpool::managed::Manager` (feature `deadpool`)
+//! (feature `bb8`) or `deadpool::managed::Manager` (feature `deadpool`),
+//! and in cmap-blocking any `r2d2::ManageConnection` (its feature `r2d2`),
 //! becomes this crate's [`ManageConnection`](crate::ManageConnection) in one line, so that a
 //! project switches pools without giving up the manager crate it uses
 //! (bb8-postgres, bb8-redis, deadpool-redis, diesel-async, ...):
@@ -24,74 +25,122 @@
 //!
 //! [`EstablishErrorKind::of_chain`]: cmap_core::EstablishErrorKind::of_chain
 
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use cmap_core::EstablishErrorKind;
+
+use crate::driver::{classify, Classify};
+
+/// Another pool's manager as this pool's: what every adapter holds and
+/// offers, written once. `K` names the other pool ([`Bb8`], [`Deadpool`],
+/// and cmap-blocking's `R2d2`) and so the manager's error type.
+pub struct Compat<M, K: Kind<M>> {
+    manager: M,
+    test_on_check_out: bool,
+    classify: Option<Classify<K::Error>>,
+    _kind: PhantomData<fn() -> K>,
+}
+
+/// Which pool a [`Compat`] manager comes from: its name and the error type
+/// of its manager trait.
+pub trait Kind<M>: 'static {
+    /// The manager trait's error type.
+    type Error;
+    /// The pool's name, for `Debug`.
+    const NAME: &'static str;
+}
+
+impl<M, K: Kind<M>> Compat<M, K> {
+    /// `manager`, validated on every checkout, as the other pools do by
+    /// default.
+    pub fn new(manager: M) -> Self {
+        Compat {
+            manager,
+            test_on_check_out: true,
+            classify: None,
+            _kind: PhantomData,
+        }
+    }
+
+    /// Whether the manager's validation runs on every checkout (bb8's and
+    /// r2d2's `test_on_check_out` with `is_valid`, deadpool's `recycle`;
+    /// default `true`).
+    pub fn test_on_check_out(mut self, test: bool) -> Self {
+        self.test_on_check_out = test;
+        self
+    }
+
+    /// Classifies connect errors with `classify` instead of their
+    /// `source()` chain.
+    pub fn classify_with(
+        mut self,
+        classify: impl Fn(&K::Error) -> EstablishErrorKind + Send + Sync + 'static,
+    ) -> Self {
+        self.classify = Some(Arc::new(classify));
+        self
+    }
+
+    /// The manager.
+    pub fn manager(&self) -> &M {
+        &self.manager
+    }
+
+    /// Whether validation on checkout is on.
+    pub fn tests_on_check_out(&self) -> bool {
+        self.test_on_check_out
+    }
+
+    /// `error`'s kind: the closure of [`classify_with`](Self::classify_with),
+    /// else its `source()` chain.
+    pub fn kind_of(&self, error: &K::Error) -> EstablishErrorKind
+    where
+        K::Error: std::error::Error + 'static,
+    {
+        classify(self.classify.as_ref(), error)
+    }
+}
+
+impl<M, K: Kind<M>> fmt::Debug for Compat<M, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct(K::NAME)
+            .field("manager", &std::any::type_name::<M>())
+            .field("test_on_check_out", &self.test_on_check_out)
+            .field("classify", &self.classify.as_ref().map(|_| "Fn"))
+            .finish()
+    }
+}
+
 #[cfg(feature = "bb8")]
-pub use self::bb8_compat::Bb8;
+pub use self::bb8_compat::{Bb8, Bb8Kind};
 #[cfg(feature = "deadpool")]
-pub use self::deadpool_compat::{Deadpool, DeadpoolError, Recycled};
+pub use self::deadpool_compat::{Deadpool, DeadpoolError, DeadpoolKind, Recycled};
 
 #[cfg(feature = "bb8")]
 mod bb8_compat {
-    use std::fmt;
     use std::future::Future;
 
     use cmap_core::EstablishErrorKind;
 
-    use crate::driver::{classify, Classify};
+    use super::{Compat, Kind};
     use crate::ManageConnection;
 
-    /// A bb8 manager as this pool's: see the [module](crate::compat).
-    /// Its error type must be a `std::error::Error` (as every maintained
-    /// bb8 manager's is), so that the pool can read its cause.
-    pub struct Bb8<M: bb8::ManageConnection> {
-        manager: M,
-        test_on_check_out: bool,
-        classify: Option<Classify<M::Error>>,
+    /// A bb8 manager as this pool's: see the [module](crate::compat). Its
+    /// error type must be a `std::error::Error` (as every maintained bb8
+    /// manager's is), so that the pool can read its cause.
+    pub type Bb8<M> = Compat<M, Bb8Kind>;
+
+    /// The [`Kind`] of bb8's managers.
+    #[derive(Debug)]
+    pub enum Bb8Kind {}
+
+    impl<M: bb8::ManageConnection> Kind<M> for Bb8Kind {
+        type Error = M::Error;
+        const NAME: &'static str = "Bb8";
     }
 
-    impl<M: bb8::ManageConnection> Bb8<M> {
-        /// `manager`, validated on every checkout as bb8 does by default.
-        pub fn new(manager: M) -> Self {
-            Bb8 {
-                manager,
-                test_on_check_out: true,
-                classify: None,
-            }
-        }
-
-        /// Whether `is_valid` runs on every checkout (bb8's
-        /// `test_on_check_out`, default `true`).
-        pub fn test_on_check_out(mut self, test: bool) -> Self {
-            self.test_on_check_out = test;
-            self
-        }
-
-        /// Classifies connect errors with `classify` instead of their
-        /// `source()` chain.
-        pub fn classify_with(
-            mut self,
-            classify: impl Fn(&M::Error) -> EstablishErrorKind + Send + Sync + 'static,
-        ) -> Self {
-            self.classify = Some(std::sync::Arc::new(classify));
-            self
-        }
-
-        /// The manager.
-        pub fn manager(&self) -> &M {
-            &self.manager
-        }
-    }
-
-    impl<M: bb8::ManageConnection> fmt::Debug for Bb8<M> {
-        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.debug_struct("Bb8")
-                .field("manager", &std::any::type_name::<M>())
-                .field("test_on_check_out", &self.test_on_check_out)
-                .field("classify", &self.classify.as_ref().map(|_| "Fn"))
-                .finish()
-        }
-    }
-
-    impl<M> ManageConnection for Bb8<M>
+    impl<M> ManageConnection for Compat<M, Bb8Kind>
     where
         M: bb8::ManageConnection,
         M::Error: std::error::Error + Sync,
@@ -102,22 +151,22 @@ mod bb8_compat {
         const RESETS: bool = false;
 
         fn connect(&self) -> impl Future<Output = Result<M::Connection, M::Error>> + Send {
-            self.manager.connect()
+            self.manager().connect()
         }
 
         fn classify(&self, error: &M::Error) -> EstablishErrorKind {
-            classify(self.classify.as_ref(), error)
+            self.kind_of(error)
         }
 
         async fn check(&self, conn: &mut M::Connection) -> Result<(), M::Error> {
-            if self.test_on_check_out {
-                self.manager.is_valid(conn).await?;
+            if self.tests_on_check_out() {
+                self.manager().is_valid(conn).await?;
             }
             Ok(())
         }
 
         fn is_broken(&self, conn: &mut M::Connection) -> bool {
-            self.manager.has_broken(conn)
+            self.manager().has_broken(conn)
         }
     }
 }
@@ -132,49 +181,21 @@ mod deadpool_compat {
     use cmap_core::EstablishErrorKind;
     use deadpool::managed::{Manager, Metrics, RecycleError};
 
-    use crate::driver::{classify, Classify};
+    use super::{Compat, Kind};
     use crate::ManageConnection;
 
     /// A deadpool manager as this pool's: see the [module](crate::compat).
     /// Its error type must be a `std::error::Error` (as every maintained
     /// deadpool manager's is), so that the pool can read its cause.
-    pub struct Deadpool<M: Manager> {
-        manager: M,
-        classify: Option<Classify<M::Error>>,
-    }
+    pub type Deadpool<M> = Compat<M, DeadpoolKind>;
 
-    impl<M: Manager> Deadpool<M> {
-        /// `manager`, recycling each connection it takes out again.
-        pub fn new(manager: M) -> Self {
-            Deadpool {
-                manager,
-                classify: None,
-            }
-        }
+    /// The [`Kind`] of deadpool's managers.
+    #[derive(Debug)]
+    pub enum DeadpoolKind {}
 
-        /// Classifies connect errors with `classify` instead of their
-        /// `source()` chain.
-        pub fn classify_with(
-            mut self,
-            classify: impl Fn(&M::Error) -> EstablishErrorKind + Send + Sync + 'static,
-        ) -> Self {
-            self.classify = Some(std::sync::Arc::new(classify));
-            self
-        }
-
-        /// The manager.
-        pub fn manager(&self) -> &M {
-            &self.manager
-        }
-    }
-
-    impl<M: Manager> fmt::Debug for Deadpool<M> {
-        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.debug_struct("Deadpool")
-                .field("manager", &std::any::type_name::<M>())
-                .field("classify", &self.classify.as_ref().map(|_| "Fn"))
-                .finish()
-        }
+    impl<M: Manager> Kind<M> for DeadpoolKind {
+        type Error = M::Error;
+        const NAME: &'static str = "Deadpool";
     }
 
     /// A connection of a deadpool manager, with the [`Metrics`] deadpool
@@ -232,7 +253,7 @@ mod deadpool_compat {
         Recycle(Cow<'static, str>),
     }
 
-    impl<M> ManageConnection for Deadpool<M>
+    impl<M> ManageConnection for Compat<M, DeadpoolKind>
     where
         M: Manager + 'static,
         M::Type: 'static,
@@ -244,7 +265,7 @@ mod deadpool_compat {
         const RESETS: bool = false;
 
         async fn connect(&self) -> Result<Recycled<M::Type>, DeadpoolError<M::Error>> {
-            let value = self.manager.create().await?;
+            let value = self.manager().create().await?;
             Ok(Recycled {
                 value,
                 metrics: Metrics {
@@ -258,7 +279,7 @@ mod deadpool_compat {
 
         fn classify(&self, error: &DeadpoolError<M::Error>) -> EstablishErrorKind {
             match error {
-                DeadpoolError::Backend(error) => classify(self.classify.as_ref(), error),
+                DeadpoolError::Backend(error) => self.kind_of(error),
                 DeadpoolError::Recycle(_) => EstablishErrorKind::Other,
             }
         }
@@ -266,10 +287,10 @@ mod deadpool_compat {
         /// deadpool's `recycle`, for a connection handed out before; a new
         /// one goes out as it is, as from deadpool's own pool.
         async fn check(&self, conn: &mut Recycled<M::Type>) -> Result<(), DeadpoolError<M::Error>> {
-            if !std::mem::replace(&mut conn.used, true) {
+            if !std::mem::replace(&mut conn.used, true) || !self.tests_on_check_out() {
                 return Ok(());
             }
-            match self.manager.recycle(&mut conn.value, &conn.metrics).await {
+            match self.manager().recycle(&mut conn.value, &conn.metrics).await {
                 Ok(()) => {
                     conn.metrics.recycled = Some(Instant::now());
                     conn.metrics.recycle_count += 1;

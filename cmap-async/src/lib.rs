@@ -79,7 +79,6 @@ mod abort;
 mod builder;
 mod checkout;
 mod clock;
-#[cfg(any(feature = "bb8", feature = "deadpool"))]
 pub mod compat;
 pub mod driver;
 mod error;
