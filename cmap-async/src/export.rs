@@ -31,13 +31,14 @@
 //! | `cmap_checkouts_total` | counter | checkouts that got a connection |
 //! | `cmap_checkout_failures_total` | counter | checkouts that failed, label `reason` (`timeout`, `poolClosed`, `connectionError`) |
 //! | `cmap_checkout_timeouts_total` | counter | checkouts that timed out (the `timeout` failures) |
+//! | `cmap_connection_establish_failures_total` | counter | connections that could not be established, label `kind` (`network`: labelled `SystemOverloadedError`, the server may be overloaded; `authentication`; `other`) |
 //! | `cmap_checkout_wait_seconds` | histogram | from checkout start to checked out |
 //! | `cmap_connection_use_seconds` | histogram | from checked out to checked in |
 //! | `cmap_connection_connect_seconds` | histogram | from created to ready (establishment) |
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use cmap_core::{Address, CheckOutFailedReason, ClosedReason, Measure, Pool, Status};
+use cmap_core::{Address, CheckOutFailedReason, ClosedReason, EstablishErrorKind, Measure, Pool, Status};
 use metrics::{Counter, Gauge, Histogram, Unit};
 
 use crate::panics::{catch_panic, CountPanics, Hook};
@@ -56,6 +57,8 @@ pub struct Metrics {
     checked_out: Counter,
     failed: [(CheckOutFailedReason, Counter); CheckOutFailedReason::ALL.len()],
     timeouts: Counter,
+    /// One counter per kind of establishment failure, registered at build.
+    establish_failed: [(EstablishErrorKind, Counter); ESTABLISH_KINDS.len()],
     wait: Histogram,
     usage: Histogram,
     connect: Histogram,
@@ -84,6 +87,10 @@ fn describe() {
     metrics::describe_counter!("cmap_checkouts_total", "Checkouts that got a connection");
     metrics::describe_counter!("cmap_checkout_failures_total", "Checkouts that failed, by reason");
     metrics::describe_counter!("cmap_checkout_timeouts_total", "Checkouts that timed out");
+    metrics::describe_counter!(
+        "cmap_connection_establish_failures_total",
+        "Connections that could not be established, by kind (network: labelled overloaded)"
+    );
     metrics::describe_histogram!(
         "cmap_checkout_wait_seconds",
         Unit::Seconds,
@@ -100,6 +107,13 @@ fn describe() {
         "Time to establish a connection"
     );
 }
+
+/// The kinds of establishment failure, with their `kind` label.
+const ESTABLISH_KINDS: [(EstablishErrorKind, &str); 3] = [
+    (EstablishErrorKind::Network, "network"),
+    (EstablishErrorKind::Authentication, "authentication"),
+    (EstablishErrorKind::Other, "other"),
+];
 
 /// The gauges' values in `status`, in [`Metrics::gauges`]' order.
 #[inline]
@@ -128,6 +142,12 @@ impl Metrics {
                 metrics::counter!("cmap_checkout_failures_total", "address" => a.clone(), "reason" => reason),
             )
         });
+        let establish_failed = ESTABLISH_KINDS.map(|(k, kind)| {
+            (
+                k,
+                metrics::counter!("cmap_connection_establish_failures_total", "address" => a.clone(), "kind" => kind),
+            )
+        });
         let gauges = [
             "cmap_connections_idle",
             "cmap_connections_in_use",
@@ -144,6 +164,7 @@ impl Metrics {
             checked_out: metrics::counter!("cmap_checkouts_total", "address" => a.clone()),
             failed,
             timeouts: metrics::counter!("cmap_checkout_timeouts_total", "address" => a.clone()),
+            establish_failed,
             wait: metrics::histogram!("cmap_checkout_wait_seconds", "address" => a.clone()),
             usage: metrics::histogram!("cmap_connection_use_seconds", "address" => a.clone()),
             connect: metrics::histogram!("cmap_connection_connect_seconds", "address" => a),
@@ -228,6 +249,7 @@ impl Metrics {
                     self.timeouts.increment(1);
                 }
             }
+            Measure::EstablishFailed { kind } => Metrics::by_reason(&self.establish_failed, kind),
             _ => {}
         }
     }

@@ -149,6 +149,7 @@ impl<C> Pool<C> {
         {
             self.clear(ClearCause::EstablishFailed(error.clone()), false);
         }
+        self.measure(Measure::EstablishFailed { kind: error.kind() });
         self.closed_event(id, None, ClosedReason::Error, Some(error.clone()));
         if let Some((waiter, queued)) = victim {
             let failure = CheckOutError::ConnectionError {

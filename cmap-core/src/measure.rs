@@ -18,6 +18,7 @@
 
 use std::time::Duration;
 
+use crate::error::EstablishErrorKind;
 use crate::event::{CheckOutFailedReason, ClosedReason};
 use crate::pool::Pool;
 
@@ -50,6 +51,13 @@ pub enum Measure {
     CheckOutFailed {
         /// As the event's `reason`.
         reason: CheckOutFailedReason,
+    },
+    /// A connection that could not be established (queued before its
+    /// `ConnectionClosed` with reason `error`): its failure's kind, which
+    /// says whether it carries the overload labels.
+    EstablishFailed {
+        /// As the failure's [`EstablishError::kind`](crate::EstablishError::kind).
+        kind: EstablishErrorKind,
     },
 }
 

@@ -384,4 +384,25 @@ pub async fn metrics_count_checkouts_through_the_facade<R: Runtime + Default, T:
             "{name}: {unit:?}"
         );
     }
+
+    // Failed establishments, by kind, on a pool of their own: refused
+    // (network: labelled overloaded, the checkout waits to its deadline),
+    // then denied (authentication: the checkout fails).
+    let rec = crate::recorder::Recording::default();
+    let pool = metrics::with_local_recorder(&rec, || builder().metrics(true).build(m.clone()).unwrap());
+    m.refuse.store(true, Ordering::SeqCst);
+    let refused = pool.get_timeout(Duration::from_millis(30)).await.unwrap_err();
+    assert!(refused.is_timeout(), "{refused}");
+    m.refuse.store(false, Ordering::SeqCst);
+    m.deny.store(true, Ordering::SeqCst);
+    assert!(pool.get_timeout(Duration::from_secs(5)).await.is_err());
+    m.deny.store(false, Ordering::SeqCst);
+    let failures = |kind: &str| {
+        rec.counter(&format!(
+            "cmap_connection_establish_failures_total{{{a},kind={kind}}}"
+        ))
+    };
+    assert!(failures("network") >= 1, "{}", failures("network"));
+    assert_eq!(failures("authentication"), 1);
+    assert_eq!(failures("other"), 0);
 }

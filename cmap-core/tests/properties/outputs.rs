@@ -333,6 +333,16 @@ impl Sim {
     }
 
     pub(crate) fn on_event(&mut self, e: &Event) -> Result<(), String> {
+        // A connection that could not be established (its close carries
+        // the failure) is measured by kind just before its close.
+        if let Event::ConnectionClosed {
+            error: Some(ref error),
+            ..
+        } = *e
+        {
+            self.measured
+                .push(Measure::EstablishFailed { kind: error.kind() });
+        }
         let measure = match *e {
             Event::ConnectionCheckedOut { duration, .. } => Some(Measure::CheckedOut { duration }),
             Event::ConnectionCheckedIn { held, .. } => Some(Measure::CheckedIn { held }),
