@@ -79,6 +79,24 @@ pub enum Error {
     /// A message broke the wire protocol.
     #[error(transparent)]
     Protocol(#[from] ProtocolError),
+    /// `timeoutMS` (an operation's deadline) ran out: the error of the
+    /// client-side operations timeout specification. `during` says at
+    /// which stage; the connection is closed if the command was being sent
+    /// or its reply read, and kept otherwise.
+    #[error("timeoutMS expired {during}{}", cause_suffix(.cause.as_deref()))]
+    TimedOut {
+        /// Where the deadline was found passed.
+        during: Stage,
+        /// The error of the work it cut short, if there was one (the
+        /// pool's, or the server's `MaxTimeMSExpired`).
+        #[source]
+        cause: Option<Box<Error>>,
+    },
+    /// The pool gave no connection: it is closed or cleared, or
+    /// establishing one failed (the pool's error, whose source is the
+    /// manager's).
+    #[error("the pool gave no connection: {0}")]
+    Pool(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// An earlier error (a network error, a cancelled command) left the
     /// connection in an unknown state: it is never used again.
     #[error("the connection is broken: an earlier network error or cancelled command left it unusable")]
@@ -99,6 +117,17 @@ pub enum Stage {
     Authentication,
     /// A command on an established connection.
     Command,
+    /// Waiting for a connection from the pool (`timeoutMS`).
+    CheckOut,
+    /// Before the command was sent: what is left of `timeoutMS` is not
+    /// more than the connection's minimum round-trip time.
+    BeforeSend,
+    /// Sending the command (`timeoutMS`).
+    Send,
+    /// Reading the reply (`timeoutMS`).
+    Reply,
+    /// On the server: it answered `MaxTimeMSExpired` (code 50).
+    Server,
 }
 
 impl fmt::Display for Stage {
@@ -109,6 +138,13 @@ impl fmt::Display for Stage {
             Stage::Hello => "during the hello",
             Stage::Authentication => "during authentication",
             Stage::Command => "while running a command",
+            Stage::CheckOut => "while waiting for a connection from the pool",
+            Stage::BeforeSend => {
+                "before sending the command (what was left did not cover the connection's minimum round-trip time)"
+            }
+            Stage::Send => "while sending the command",
+            Stage::Reply => "while reading the reply",
+            Stage::Server => "on the server (MaxTimeMSExpired)",
         })
     }
 }
@@ -127,7 +163,12 @@ impl Error {
             Error::Network { during, .. } | Error::Timeout { during, .. } => match during {
                 Stage::Connect | Stage::Tls | Stage::Hello => EstablishErrorKind::Network,
                 Stage::Authentication => EstablishErrorKind::Authentication,
-                Stage::Command => EstablishErrorKind::Other,
+                Stage::Command
+                | Stage::CheckOut
+                | Stage::BeforeSend
+                | Stage::Send
+                | Stage::Reply
+                | Stage::Server => EstablishErrorKind::Other,
             },
             Error::Authentication { .. } | Error::Scram(_) => EstablishErrorKind::Authentication,
             Error::Dns { .. }
@@ -135,18 +176,33 @@ impl Error {
             | Error::Command(_)
             | Error::Handshake { .. }
             | Error::Protocol(_)
+            | Error::TimedOut { .. }
+            | Error::Pool(_)
             | Error::Broken => EstablishErrorKind::Other,
         }
     }
 
     /// Whether the error leaves the connection unusable: a network error,
-    /// a timeout, a broken protocol. A server's answer (a [`CommandError`])
+    /// a timeout, a broken protocol, `timeoutMS` expired while the command
+    /// was sent or its reply read. A server's answer (a [`CommandError`])
     /// does not.
     pub fn is_network(&self) -> bool {
         matches!(
             self,
-            Error::Network { .. } | Error::Timeout { .. } | Error::Protocol(_) | Error::Broken
+            Error::Network { .. }
+                | Error::Timeout { .. }
+                | Error::Protocol(_)
+                | Error::Broken
+                | Error::TimedOut {
+                    during: Stage::Send | Stage::Reply,
+                    ..
+                }
         )
+    }
+
+    /// Whether `timeoutMS` expired ([`Error::TimedOut`]), wherever it was.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Error::TimedOut { .. })
     }
 
     /// The server's error, if it answered with one (directly, or during
@@ -174,6 +230,10 @@ pub struct CommandError {
     pub message: String,
     /// The error labels the server attached, such as `RetryableWriteError`.
     pub labels: Vec<String>,
+}
+
+fn cause_suffix(cause: Option<&Error>) -> String {
+    cause.map(|cause| format!(": {cause}")).unwrap_or_default()
 }
 
 fn labels_suffix(labels: &[String]) -> String {
