@@ -29,6 +29,7 @@ use crate::connection::{Connection, ServerInfo};
 use crate::error::{Error, Stage};
 use crate::handshake::hello;
 use crate::manager::{Manager, Threads};
+use crate::operation::{deadline, jitter, no_connection, OverloadRetry};
 use crate::transport::StdStream;
 
 /// A pooled connection of a [`MongoManager`].
@@ -105,7 +106,7 @@ pub trait MongoPool {
 
 impl MongoPool for cmap_blocking::Pool<MongoManager> {
     fn run_command(&self, db: &str, command: &Document) -> Result<Document, Error> {
-        self.run_command_until(db, command, crate::operation::deadline(self.manager().options()))
+        self.run_command_until(db, command, deadline(self.manager().options()))
     }
 
     fn run_command_until(
@@ -114,18 +115,38 @@ impl MongoPool for cmap_blocking::Pool<MongoManager> {
         command: &Document,
         deadline: Option<Instant>,
     ) -> Result<Document, Error> {
-        let checkout = match deadline {
-            None => self.get(),
-            Some(deadline) => self.get_timeout(deadline.saturating_duration_since(Instant::now())),
-        };
-        let mut conn = checkout.map_err(|e| {
-            let timed_out = e.is_timeout();
-            crate::operation::no_connection(e, timed_out, deadline)
-        })?;
-        match deadline {
-            None => conn.run_command(db, command),
-            Some(deadline) => conn.run_command_until(db, command, deadline),
+        let mut retry = OverloadRetry::new(self.manager().options().max_adaptive_retries);
+        loop {
+            let error = match attempt(self, db, command, deadline) {
+                Err(error) => error,
+                done => return done,
+            };
+            match retry.next(&error, deadline, jitter()) {
+                Some(wait) => std::thread::sleep(wait),
+                None => return Err(error),
+            }
         }
+    }
+}
+
+/// One attempt: a fresh checkout, then the command.
+fn attempt(
+    pool: &cmap_blocking::Pool<MongoManager>,
+    db: &str,
+    command: &Document,
+    deadline: Option<Instant>,
+) -> Result<Document, Error> {
+    let checkout = match deadline {
+        None => pool.get(),
+        Some(deadline) => pool.get_timeout(deadline.saturating_duration_since(Instant::now())),
+    };
+    let mut conn = checkout.map_err(|e| {
+        let timed_out = e.is_timeout();
+        no_connection(e, timed_out, deadline)
+    })?;
+    match deadline {
+        None => conn.run_command(db, command),
+        Some(deadline) => conn.run_command_until(db, command, deadline),
     }
 }
 

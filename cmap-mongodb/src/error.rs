@@ -230,6 +230,9 @@ pub struct CommandError {
     pub message: String,
     /// The error labels the server attached, such as `RetryableWriteError`.
     pub labels: Vec<String>,
+    /// `baseBackoffMS`: the server's base for the backoff before a retry
+    /// of an overloaded command, when it gave a positive one.
+    pub base_backoff_ms: Option<u64>,
 }
 
 fn cause_suffix(cause: Option<&Error>) -> String {
@@ -272,8 +275,16 @@ impl CommandError {
                     .collect()
             })
             .unwrap_or_default();
+        let base_backoff_ms = match reply.get("baseBackoffMS") {
+            Some(bson::Bson::Int32(ms)) => u64::try_from(*ms).ok(),
+            Some(bson::Bson::Int64(ms)) => u64::try_from(*ms).ok(),
+            Some(bson::Bson::Double(ms)) if ms.is_finite() && *ms >= 1.0 => Some(*ms as u64),
+            _ => None,
+        }
+        .filter(|&ms| ms > 0);
         Some(CommandError {
             code,
+            base_backoff_ms,
             code_name: reply.get_str("codeName").unwrap_or_default().to_owned(),
             message: reply
                 .get_str("errmsg")
@@ -286,6 +297,12 @@ impl CommandError {
     /// Whether the server attached `label`.
     pub fn has_label(&self, label: &str) -> bool {
         self.labels.iter().any(|l| l == label)
+    }
+
+    /// A retryable overload error (client backpressure specification):
+    /// both `SystemOverloadedError` and `RetryableError`.
+    pub fn is_retryable_overload(&self) -> bool {
+        self.has_label("SystemOverloadedError") && self.has_label("RetryableError")
     }
 }
 
@@ -362,6 +379,17 @@ mod tests {
         .unwrap();
         assert_eq!((err.code, err.code_name.as_str()), (18, "AuthenticationFailed"));
         assert!(err.has_label("B") && !err.has_label("C"));
+        assert!(!err.is_retryable_overload());
+        assert_eq!(err.base_backoff_ms, None);
+        let overloaded = CommandError::from_reply(&doc! {
+            "ok": 0.0, "code": 462, "baseBackoffMS": 250,
+            "errorLabels": ["SystemOverloadedError", "RetryableError"],
+        })
+        .unwrap();
+        assert!(overloaded.is_retryable_overload());
+        assert_eq!(overloaded.base_backoff_ms, Some(250));
+        let zero = CommandError::from_reply(&doc! { "ok": 0, "baseBackoffMS": 0.0 }).unwrap();
+        assert_eq!(zero.base_backoff_ms, None, "not positive: the default base");
         assert_eq!(
             err.to_string(),
             "server error 18 (AuthenticationFailed): Authentication failed. (labels: A, B)"
@@ -492,6 +520,7 @@ mod tests {
                 code_name: "AuthenticationFailed".into(),
                 message: "Authentication failed.".into(),
                 labels: vec![],
+                base_backoff_ms: None,
             })),
         };
         assert_eq!(

@@ -13,7 +13,8 @@
 //! - Built from a `mongodb://` connection string: its one host is the
 //!   pool's address; `appName`, `username`/`password`, `authSource`,
 //!   `authMechanism` (SCRAM-SHA-256, SCRAM-SHA-1), `tls`/`ssl` with
-//!   `tlsCAFile` (rustls), `connectTimeoutMS`, `loadBalanced` and `timeoutMS` are read;
+//!   `tlsCAFile` (rustls), `connectTimeoutMS`, `loadBalanced`, `timeoutMS`
+//!   and `maxAdaptiveRetries` are read;
 //!   any other driver option is refused by name ([`OptionsError`]); the
 //!   pool options (`maxPoolSize`, ...) are the pool builder's.
 //! - Each new connection: TCP (`TCP_NODELAY`), TLS, the handshake (legacy
@@ -28,7 +29,9 @@
 //!   command under one deadline, `timeoutMS` (the client-side operations
 //!   timeout specification): the checkout waits what is left, the command
 //!   carries `maxTimeMS`, the write and the reads are bounded, and
-//!   [`Error::TimedOut`] names the stage.
+//!   [`Error::TimedOut`] names the stage. With `maxAdaptiveRetries`, a
+//!   command the server refused as overloaded is retried after the client
+//!   backpressure specification's backoff, on a fresh checkout.
 //!
 //! What the pool does with each kind of failure (the CMAP specification's
 //! "Backpressure-enabled" rules) is [`Error::establish_kind`]:

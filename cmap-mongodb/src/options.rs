@@ -22,6 +22,7 @@ const SUPPORTED: &[&str] = &[
     "authSource",
     "connectTimeoutMS",
     "loadBalanced",
+    "maxAdaptiveRetries",
     "ssl",
     "timeoutMS",
     "tls",
@@ -53,6 +54,12 @@ pub struct MongoOptions {
     /// or `timeoutMS=0`: no limit, and the pool's `waitQueueTimeoutMS`
     /// bounds the checkout as before).
     pub timeout: Option<Duration>,
+    /// `maxAdaptiveRetries`: how many times [`MongoPool`](crate::MongoPool)
+    /// retries a command the server refused as overloaded (labels
+    /// `SystemOverloadedError` and `RetryableError`), each after a backoff
+    /// and on a fresh checkout (the client backpressure specification).
+    /// 0 (the default here: opt-in) retries nothing.
+    pub max_adaptive_retries: u32,
 }
 
 /// `Debug` shows whether there is a credential, not what it is.
@@ -66,6 +73,7 @@ impl fmt::Debug for MongoOptions {
             .field("connect_timeout", &self.connect_timeout)
             .field("load_balanced", &self.load_balanced)
             .field("timeout", &self.timeout)
+            .field("max_adaptive_retries", &self.max_adaptive_retries)
             .finish()
     }
 }
@@ -134,7 +142,8 @@ pub enum OptionsError {
     /// A known driver option this manager does not implement.
     #[error(
         "cmap-mongodb does not support the connection string option {option} (it reads appName, \
-         authMechanism, authSource, connectTimeoutMS, loadBalanced, timeoutMS, tls, ssl, tlsCAFile and the pool's options)"
+         authMechanism, authSource, connectTimeoutMS, loadBalanced, maxAdaptiveRetries, timeoutMS, tls, ssl, tlsCAFile \
+         and the pool's options)"
     )]
     Unsupported {
         /// The option's name.
@@ -191,6 +200,7 @@ impl MongoOptions {
             connect_timeout: Some(DEFAULT_CONNECT_TIMEOUT),
             load_balanced: false,
             timeout: None,
+            max_adaptive_retries: 0,
         }
     }
 
@@ -225,6 +235,13 @@ impl MongoOptions {
             options.connect_timeout = timeout;
         }
         options.timeout = millis(cs, "timeoutMS")?.flatten();
+        if let Some(retries) = cs.driver_option("maxAdaptiveRetries") {
+            options.max_adaptive_retries = retries.parse().map_err(|_| OptionsError::Invalid {
+                option: "maxAdaptiveRetries",
+                value: retries.to_owned(),
+                reason: "a whole number of retries (0: none)",
+            })?;
+        }
         let tls = match (flag(cs, "tls")?, flag(cs, "ssl")?) {
             (Some(a), Some(b)) if a != b => return Err(OptionsError::TlsConflict),
             (a, b) => a.or(b).unwrap_or(false),
@@ -391,6 +408,20 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn max_adaptive_retries_is_opt_in() {
+        let retries = |uri: &str| MongoOptions::parse(uri).map(|o| o.max_adaptive_retries);
+        assert_eq!(retries("mongodb://db"), Ok(0));
+        assert_eq!(retries("mongodb://db/?maxAdaptiveRetries=3"), Ok(3));
+        assert!(matches!(
+            retries("mongodb://db/?maxAdaptiveRetries=-1"),
+            Err(OptionsError::Invalid {
+                option: "maxAdaptiveRetries",
+                ..
+            })
+        ));
     }
 
     #[test]

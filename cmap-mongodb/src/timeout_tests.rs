@@ -246,3 +246,98 @@ fn a_deadline_given_per_call_replaces_timeout_ms_and_none_keeps_todays_behaviour
         assert_eq!(sent(reply), None, "without timeoutMS nothing changes");
     });
 }
+
+/// A server that refuses the first `refusals` finds as overloaded (code
+/// 462, both labels, `baseBackoffMS`), answers the rest, and notes when
+/// each find arrived.
+fn overloaded_server(
+    refusals: usize,
+    base_backoff_ms: i32,
+) -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::Mutex<Vec<Instant>>>,
+) {
+    let arrivals = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = arrivals.clone();
+    let address = serve(move || {
+        let seen = seen.clone();
+        move |command: &Document| {
+            if !command.contains_key("find") {
+                return Some(hello_reply());
+            }
+            let mut seen = seen.lock().unwrap();
+            seen.push(Instant::now());
+            Some(if seen.len() <= refusals {
+                doc! {
+                    "ok": 0.0, "code": 462, "codeName": "IngressRequestRateLimitExceeded",
+                    "errmsg": "rate exceeded", "baseBackoffMS": base_backoff_ms,
+                    "errorLabels": ["SystemOverloadedError", "RetryableError"],
+                }
+            } else {
+                doc! { "ok": 1.0 }
+            })
+        }
+    });
+    (address, arrivals)
+}
+
+#[test]
+fn an_overloaded_server_is_retried_with_the_formulas_backoff_on_fresh_checkouts() {
+    let (address, arrivals) = overloaded_server(usize::MAX, 20);
+    runtime().block_on(async {
+        let pool = pool(&format!("mongodb://{address}/?maxAdaptiveRetries=3&"));
+        let err = pool.run_command("db", &doc! { "find": "c" }).await.unwrap_err();
+        assert_eq!(err.command_error().map(|e| e.code), Some(462), "{err:?}");
+        let arrivals = arrivals.lock().unwrap();
+        assert_eq!(arrivals.len(), 4, "the attempt and maxAdaptiveRetries retries");
+        for (retry, pair) in (1..).zip(arrivals.windows(2)) {
+            // jitter * min(10 s, 20 ms * 2^retry), jitter < 1.
+            let most = Duration::from_millis(20 << retry);
+            let gap = pair[1] - pair[0];
+            assert!(
+                gap < most + SLACK,
+                "retry {retry} after {gap:?}, formula < {most:?}"
+            );
+        }
+        assert_eq!(pool.stats().requests, 4, "each attempt a fresh checkout");
+        assert_eq!(pool.status().state, PoolState::Ready);
+    });
+
+    // Two refusals, then an answer; and no retry without maxAdaptiveRetries.
+    let (address, arrivals) = overloaded_server(2, 1);
+    runtime().block_on(async {
+        let pool = pool(&format!("mongodb://{address}/?maxAdaptiveRetries=2&"));
+        pool.run_command("db", &doc! { "find": "c" }).await.unwrap();
+        assert_eq!(arrivals.lock().unwrap().len(), 3);
+    });
+    let (address, arrivals) = overloaded_server(1, 1);
+    runtime().block_on(async {
+        let pool = pool(&format!("mongodb://{address}/?"));
+        assert!(pool.run_command("db", &doc! { "find": "c" }).await.is_err());
+        assert_eq!(arrivals.lock().unwrap().len(), 1, "opt-in");
+    });
+}
+
+#[test]
+fn overload_retries_end_within_timeout_ms() {
+    // A base of 1 s: the backoff (up to 2 s, then 4 s) rarely fits in
+    // 300 ms, and the operation gives up rather than overrun.
+    let (address, arrivals) = overloaded_server(usize::MAX, 1000);
+    runtime().block_on(async {
+        let pool = pool(&format!(
+            "mongodb://{address}/?maxAdaptiveRetries=5&timeoutMS=300&"
+        ));
+        let started = Instant::now();
+        let err = pool.run_command("db", &doc! { "find": "c" }).await.unwrap_err();
+        assert!(
+            started.elapsed() <= Duration::from_millis(300) + SLACK,
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(
+            err.command_error().is_some_and(|e| e.code == 462) || err.is_timeout(),
+            "{err:?}"
+        );
+        assert!((1..=6).contains(&arrivals.lock().unwrap().len()));
+    });
+}
