@@ -91,6 +91,13 @@ pub(crate) fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// The pool's one slot serves a checkout, on a new connection.
+async fn serves_again(pool: &Pool<MongoManager>, accepted: &AtomicUsize) {
+    let mut conn = pool.get().await.expect("the slot serves again");
+    conn.run_command("db", &doc! { "ping": 1 }).await.unwrap();
+    assert!(accepted.load(Ordering::SeqCst) >= 2, "on a new connection");
+}
+
 /// A command answered with `bad` fails with the error `expected` accepts,
 /// breaks its connection, which the pool closes; the one slot then
 /// serves a new connection.
@@ -108,9 +115,7 @@ fn a_command_answered_so_fails(
         drop(conn);
         assert_eq!(pool.status().total, 0, "the broken connection is closed");
         assert_eq!(pool.stats().returns_bad, 1);
-        let mut conn = pool.get().await.expect("the slot serves again");
-        conn.run_command("db", &doc! { "ping": 1 }).await.unwrap();
-        assert!(accepted.load(Ordering::SeqCst) >= 2);
+        serves_again(&pool, &accepted).await;
     });
 }
 
@@ -151,9 +156,7 @@ fn a_connection_so_refused(
         assert_eq!(pool.status().total, 0);
         assert_eq!(pool.stats().connections_failed, 1);
         pool.ready().unwrap();
-        let mut conn = pool.get().await.expect("the slot serves again");
-        conn.run_command("db", &doc! { "ping": 1 }).await.unwrap();
-        assert!(accepted.load(Ordering::SeqCst) >= 2);
+        serves_again(&pool, &accepted).await;
     });
 }
 

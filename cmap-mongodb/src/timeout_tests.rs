@@ -20,6 +20,15 @@ use crate::MongoPool;
 /// the scheduler's slack on a loaded test machine.
 const SLACK: Duration = Duration::from_millis(100);
 
+/// `command` run on `pool` fails, `timeout` after it began (give or take
+/// [`SLACK`]).
+async fn fails_by(pool: &impl MongoPool, command: &Document, timeout: Duration) -> Error {
+    let started = Instant::now();
+    let err = pool.run_command("db", command).await.unwrap_err();
+    within(started, timeout);
+    err
+}
+
 fn within(started: Instant, timeout: Duration) {
     let elapsed = started.elapsed();
     assert!(
@@ -36,9 +45,7 @@ fn times_out_at(stage: Stage, pace: Option<Duration>, hostile: impl FnMut(i32) -
     let (address, _) = server_paced(pace, after_hello(hostile));
     runtime().block_on(async {
         let pool = pool(&format!("mongodb://{address}/?timeoutMS=300&"));
-        let started = Instant::now();
-        let err = pool.run_command("db", &doc! { "find": "c" }).await.unwrap_err();
-        within(started, Duration::from_millis(300));
+        let err = fails_by(&pool, &doc! { "find": "c" }, Duration::from_millis(300)).await;
         assert!(
             matches!(err, Error::TimedOut { during, .. } if during == stage),
             "{err:?}"
@@ -90,9 +97,7 @@ fn the_reads_of_a_reply_are_bounded_together_on_every_runtime() {
     let (address, _) = server_paced(Some(Duration::from_millis(20)), after_hello(dribble));
     runtime().block_on(async {
         let pool = pool(&format!("mongodb://{address}/?timeoutMS=300&"));
-        let started = Instant::now();
-        let err = pool.run_command("db", &doc! { "find": "c" }).await.unwrap_err();
-        within(started, timeout);
+        let err = fails_by(&pool, &doc! { "find": "c" }, timeout).await;
         expect_reply_timeout(err);
     });
 
@@ -116,9 +121,7 @@ fn the_reads_of_a_reply_are_bounded_together_on_every_runtime() {
             .connection_string(&uri_smol)
             .build(crate::AsyncIoManager::new(&uri_smol).unwrap())
             .unwrap();
-        let started = Instant::now();
-        let err = pool.run_command("db", &doc! { "find": "c" }).await.unwrap_err();
-        within(started, timeout);
+        let err = fails_by(&pool, &doc! { "find": "c" }, timeout).await;
         expect_reply_timeout(err);
     });
 }
@@ -145,9 +148,7 @@ fn a_write_the_server_does_not_take_times_out_while_sending() {
         // 1 s: a debug build encodes 32 MB slowly on a loaded machine.
         let pool = pool(&format!("mongodb://{address}/?timeoutMS=1000&"));
         let big = doc! { "insert": "c", "documents": [{ "x": "y".repeat(32 << 20) }] };
-        let started = Instant::now();
-        let err = pool.run_command("db", &big).await.unwrap_err();
-        within(started, Duration::from_millis(1000));
+        let err = fails_by(&pool, &big, Duration::from_millis(1000)).await;
         assert!(
             matches!(
                 err,
@@ -168,9 +169,7 @@ fn the_checkout_waits_only_what_is_left_and_says_so_with_the_pools_error() {
     runtime().block_on(async {
         let pool = pool(&format!("mongodb://{address}/?timeoutMS=200&"));
         let held = pool.get().await.unwrap();
-        let started = Instant::now();
-        let err = pool.run_command("db", &doc! { "ping": 1 }).await.unwrap_err();
-        within(started, Duration::from_millis(200));
+        let err = fails_by(&pool, &doc! { "ping": 1 }, Duration::from_millis(200)).await;
         let Error::TimedOut {
             during: Stage::CheckOut,
             cause: Some(cause),
@@ -197,9 +196,7 @@ fn a_connect_the_checkout_started_is_waited_for_only_what_is_left() {
     });
     runtime().block_on(async {
         let pool = pool(&format!("mongodb://{address}/?timeoutMS=150&"));
-        let started = Instant::now();
-        let err = pool.run_command("db", &doc! { "ping": 1 }).await.unwrap_err();
-        within(started, Duration::from_millis(150));
+        let err = fails_by(&pool, &doc! { "ping": 1 }, Duration::from_millis(150)).await;
         assert!(
             matches!(
                 err,
