@@ -288,8 +288,14 @@ impl<T: Transport> Connection<T> {
         let reply = wire::decode_reply(&self.buf)?;
         self.broken = false;
         self.last_used = Instant::now();
-        let rtt = self.last_used.saturating_duration_since(sent_at);
-        self.min_rtt = Some(self.min_rtt.map_or(rtt, |min| min.min(rtt)));
+        // Commands only: a handshake that crossed a stall (the server
+        // silent for seconds, then back) would leave a minimum no later
+        // command could beat, and fail every command with less time left
+        // before it is sent.
+        if stage == Stage::Command {
+            let rtt = self.last_used.saturating_duration_since(sent_at);
+            self.min_rtt = Some(self.min_rtt.map_or(rtt, |min| min.min(rtt)));
+        }
         Ok(reply)
     }
 
@@ -307,9 +313,9 @@ impl<T: Transport> Connection<T> {
         }
     }
 
-    /// The shortest round trip (command sent to reply read) this
-    /// connection has made, its `hello` included; `None` before the first.
-    /// What `maxTimeMS` leaves for the network.
+    /// The shortest round trip (command sent to reply read) of the
+    /// commands run on this connection (not its handshake); `None` before
+    /// the first. What `maxTimeMS` leaves for the network.
     pub fn min_round_trip_time(&self) -> Option<Duration> {
         self.min_rtt
     }
@@ -478,6 +484,8 @@ mod tests {
     #[test]
     fn with_a_deadline_max_time_ms_is_what_is_left_less_the_minimum_round_trip_time() {
         let mut conn = connection(|_| doc! { "ok": 1.0 });
+        block_on(conn.round_trip("admin", &doc! { "hello": 1 }, Stage::Hello)).unwrap();
+        assert_eq!(conn.min_round_trip_time(), None, "the handshake is not a sample");
         block_on(conn.run_command("db", &doc! { "ping": 1 })).unwrap();
         assert_eq!(sent_max_time_ms(&mut conn), None, "no deadline, no maxTimeMS");
         assert!(conn.min_round_trip_time().is_some(), "a round trip is measured");
