@@ -19,8 +19,6 @@
 use std::future::Future;
 use std::io;
 use std::net::{TcpStream, ToSocketAddrs};
-use std::pin::pin;
-use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bson::Document;
@@ -31,6 +29,7 @@ use crate::connection::{Connection, ServerInfo};
 use crate::error::{Error, Stage};
 use crate::handshake::hello;
 use crate::manager::{Manager, Threads};
+use crate::operation::{deadline, jitter, no_connection, OverloadRetry};
 use crate::transport::StdStream;
 
 /// A pooled connection of a [`MongoManager`].
@@ -46,6 +45,21 @@ impl MongoConnection {
     /// As [`Connection::run_command`](crate::Connection::run_command).
     pub fn run_command(&mut self, db: &str, command: &Document) -> Result<Document, Error> {
         finish(self.0.run_command(db, command))
+    }
+
+    /// [`run_command`](Self::run_command) by `deadline`: see
+    /// [`Connection::run_command_until`](crate::Connection::run_command_until).
+    ///
+    /// # Errors
+    ///
+    /// As [`Connection::run_command_until`](crate::Connection::run_command_until).
+    pub fn run_command_until(
+        &mut self,
+        db: &str,
+        command: &Document,
+        deadline: Instant,
+    ) -> Result<Document, Error> {
+        finish(self.0.run_command_until(db, command, deadline))
     }
 
     /// Whether an error broke it, or the server closed it.
@@ -64,13 +78,83 @@ impl MongoConnection {
     }
 }
 
+/// Runs commands on a blocking pool from the checkout to the reply, under
+/// the manager's `timeoutMS`: the blocking twin of
+/// [`MongoPool`](crate::MongoPool), with the same rules.
+pub trait MongoPool {
+    /// Checks out a connection and runs `command` on `db`, all within
+    /// `timeoutMS` if the connection string set it.
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::MongoPool::run_command`].
+    fn run_command(&self, db: &str, command: &Document) -> Result<Document, Error>;
+
+    /// [`run_command`](MongoPool::run_command) with its own deadline in
+    /// place of `timeoutMS` (`None`: no limit).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::MongoPool::run_command`].
+    fn run_command_until(
+        &self,
+        db: &str,
+        command: &Document,
+        deadline: Option<Instant>,
+    ) -> Result<Document, Error>;
+}
+
+impl MongoPool for cmap_blocking::Pool<MongoManager> {
+    fn run_command(&self, db: &str, command: &Document) -> Result<Document, Error> {
+        self.run_command_until(db, command, deadline(self.manager().options()))
+    }
+
+    fn run_command_until(
+        &self,
+        db: &str,
+        command: &Document,
+        deadline: Option<Instant>,
+    ) -> Result<Document, Error> {
+        let mut retry = OverloadRetry::new(self.manager().options().max_adaptive_retries);
+        loop {
+            let error = match attempt(self, db, command, deadline) {
+                Err(error) => error,
+                done => return done,
+            };
+            match retry.next(&error, deadline, jitter()) {
+                Some(wait) => std::thread::sleep(wait),
+                None => return Err(error),
+            }
+        }
+    }
+}
+
+/// One attempt: a fresh checkout, then the command.
+fn attempt(
+    pool: &cmap_blocking::Pool<MongoManager>,
+    db: &str,
+    command: &Document,
+    deadline: Option<Instant>,
+) -> Result<Document, Error> {
+    let checkout = match deadline {
+        None => pool.get(),
+        Some(deadline) => pool.get_timeout(deadline.saturating_duration_since(Instant::now())),
+    };
+    let mut conn = checkout.map_err(|e| {
+        let timed_out = e.is_timeout();
+        no_connection(e, timed_out, deadline)
+    })?;
+    match deadline {
+        None => conn.run_command(db, command),
+        Some(deadline) => conn.run_command_until(db, command, deadline),
+    }
+}
+
 /// Drives a future over a [`StdStream`] to its end: its reads and writes
 /// block and are ready at once, so one poll finishes it.
 fn finish<F: Future>(future: F) -> F::Output {
-    match pin!(future).poll(&mut Context::from_waker(Waker::noop())) {
-        Poll::Ready(output) => output,
-        Poll::Pending => unreachable!("a future over blocking sockets is ready when first polled"),
-    }
+    crate::transport::poll_once(future)
+        .unwrap_or_else(|| unreachable!("a future over blocking sockets is ready when first polled"))
 }
 
 /// The manager of a `cmap_blocking::Pool`: see [`Manager`] for its

@@ -1,7 +1,7 @@
 //! An established connection: commands in, replies out, one at a time.
 
 use std::fmt;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bson::Document;
 use cmap_core::{Address, ServiceId};
@@ -9,6 +9,27 @@ use cmap_core::{Address, ServiceId};
 use crate::error::{CommandError, Error, ProtocolError, Stage};
 use crate::transport::Transport;
 use crate::wire::{self, Header, HEADER_LEN};
+
+/// The server's `MaxTimeMSExpired` (code 50) in a reply: at the top
+/// level, in `writeErrors`, or in `writeConcernError` (the specification:
+/// the code alone decides).
+fn max_time_expired(reply: &Document) -> Option<CommandError> {
+    const MAX_TIME_MS_EXPIRED: i32 = 50;
+    let top = CommandError::from_reply(reply);
+    let concern = reply
+        .get_document("writeConcernError")
+        .ok()
+        .and_then(CommandError::from_reply);
+    let writes = reply.get_array("writeErrors").ok().into_iter().flatten();
+    top.into_iter()
+        .chain(concern)
+        .chain(writes.filter_map(|e| e.as_document().and_then(CommandError::from_reply)))
+        .find(|e| e.code == MAX_TIME_MS_EXPIRED)
+}
+
+/// The first read of a reply's body: the buffer then doubles while more
+/// is announced.
+const READ_CHUNK: usize = 32 * 1024;
 
 /// What the server said of itself in the handshake's reply.
 #[derive(Debug, Clone, PartialEq)]
@@ -82,6 +103,8 @@ pub struct Connection<T> {
     buf: Vec<u8>,
     broken: bool,
     last_used: Instant,
+    /// The shortest round trip so far.
+    min_rtt: Option<Duration>,
 }
 
 impl<T> fmt::Debug for Connection<T> {
@@ -105,6 +128,7 @@ impl<T: Transport> Connection<T> {
             buf: Vec::new(),
             broken: false,
             last_used: Instant::now(),
+            min_rtt: None,
         }
     }
 
@@ -144,6 +168,41 @@ impl<T: Transport> Connection<T> {
         }
     }
 
+    /// [`run_command`](Connection::run_command) bounded by `deadline`, as
+    /// the client-side operations timeout specification's "Command
+    /// Execution" says: the command carries `maxTimeMS`, what is left less
+    /// the connection's [minimum round-trip time](Connection::min_round_trip_time);
+    /// when that is under 1 ms nothing is sent and the connection stays
+    /// usable; the write, then all the reads of the reply together, are
+    /// bounded by what is left, and a deadline passed then breaks the
+    /// connection (the pool closes it). A command with a `maxTimeMS` of its
+    /// own is sent with both (the specification leaves that undefined).
+    ///
+    /// # Errors
+    ///
+    /// As [`run_command`](Connection::run_command), and
+    /// [`Error::TimedOut`] with its [`Stage`]: `BeforeSend`, `Send`,
+    /// `Reply`, or `Server` for the server's `MaxTimeMSExpired` (code 50,
+    /// at the top level, in `writeErrors` or in `writeConcernError`).
+    pub async fn run_command_until(
+        &mut self,
+        db: &str,
+        command: &Document,
+        deadline: Instant,
+    ) -> Result<Document, Error> {
+        let reply = self.exchange(db, command, Stage::Command, Some(deadline)).await?;
+        if let Some(expired) = max_time_expired(&reply) {
+            return Err(Error::TimedOut {
+                during: Stage::Server,
+                cause: Some(Box::new(expired.into())),
+            });
+        }
+        match CommandError::from_reply(&reply) {
+            Some(error) => Err(error.into()),
+            None => Ok(reply),
+        }
+    }
+
     /// Sends `command` and reads the reply, whatever its `ok`. The
     /// connection counts as broken from the first byte sent until the
     /// reply is read, so that a future dropped in between leaves it so.
@@ -153,18 +212,56 @@ impl<T: Transport> Connection<T> {
         command: &Document,
         stage: Stage,
     ) -> Result<Document, Error> {
+        self.exchange(db, command, stage, None).await
+    }
+
+    /// [`round_trip`](Connection::round_trip), bounded by `deadline` if
+    /// there is one.
+    async fn exchange(
+        &mut self,
+        db: &str,
+        command: &Document,
+        stage: Stage,
+        deadline: Option<Instant>,
+    ) -> Result<Document, Error> {
         if self.broken {
             return Err(Error::Broken);
         }
-        let request_id = wire::encode_command(command, db, self.server.max_message_size, &mut self.buf)?;
+        let max_time_ms = deadline.map(|d| self.max_time_ms(d)).transpose()?;
+        let max_size = self.server.max_message_size;
+        let request_id = wire::encode_command_with(command, db, max_time_ms, max_size, &mut self.buf)?;
+        // Checked again once the message is built, before a byte is sent.
+        if let Some(deadline) = deadline {
+            self.max_time_ms(deadline)?;
+        }
+        let sent_at = Instant::now();
         self.broken = true;
-        let network = |source| Error::Network {
-            during: stage,
-            source,
+        let failed = |during: Stage| {
+            move |source: std::io::Error| match deadline {
+                Some(_) if source.kind() == std::io::ErrorKind::TimedOut => {
+                    Error::TimedOut { during, cause: None }
+                }
+                _ => Error::Network {
+                    during: stage,
+                    source,
+                },
+            }
         };
-        self.transport.write_all(&self.buf).await.map_err(network)?;
+        self.transport
+            .write_all(&self.buf, deadline)
+            .await
+            .map_err(failed(Stage::Send))?;
+        if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+            return Err(Error::TimedOut {
+                during: Stage::Reply,
+                cause: None,
+            });
+        }
         let mut header = [0u8; HEADER_LEN];
-        self.transport.read_exact(&mut header).await.map_err(network)?;
+        self.transport
+            .read_exact(&mut header, deadline)
+            .await
+            .map_err(failed(Stage::Reply))?;
         let header = Header::parse(
             &header,
             self.server.max_message_size.max(wire::DEFAULT_MAX_MESSAGE_SIZE),
@@ -176,12 +273,51 @@ impl<T: Transport> Connection<T> {
             }
             .into());
         }
-        self.buf.resize(header.length - HEADER_LEN, 0);
-        self.transport.read_exact(&mut self.buf).await.map_err(network)?;
+        // The body grows as its bytes arrive, so that a length announced
+        // and never sent costs no memory.
+        self.buf.clear();
+        while self.buf.len() < header.length - HEADER_LEN {
+            let start = self.buf.len();
+            let end = (header.length - HEADER_LEN).min(start.max(READ_CHUNK) * 2);
+            self.buf.resize(end, 0);
+            self.transport
+                .read_exact(&mut self.buf[start..], deadline)
+                .await
+                .map_err(failed(Stage::Reply))?;
+        }
         let reply = wire::decode_reply(&self.buf)?;
         self.broken = false;
         self.last_used = Instant::now();
+        // Commands only: a handshake that crossed a stall (the server
+        // silent for seconds, then back) would leave a minimum no later
+        // command could beat, and fail every command with less time left
+        // before it is sent.
+        if stage == Stage::Command {
+            let rtt = self.last_used.saturating_duration_since(sent_at);
+            self.min_rtt = Some(self.min_rtt.map_or(rtt, |min| min.min(rtt)));
+        }
         Ok(reply)
+    }
+
+    /// `maxTimeMS` for a command due by `deadline`: what is left less the
+    /// minimum round-trip time, in whole milliseconds; under one, the
+    /// timeout error of a command not sent.
+    fn max_time_ms(&self, deadline: Instant) -> Result<i64, Error> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match left.saturating_sub(self.min_rtt.unwrap_or_default()).as_millis() {
+            0 => Err(Error::TimedOut {
+                during: Stage::BeforeSend,
+                cause: None,
+            }),
+            ms => Ok(i64::try_from(ms).unwrap_or(i64::MAX)),
+        }
+    }
+
+    /// The shortest round trip (command sent to reply read) of the
+    /// commands run on this connection (not its handshake); `None` before
+    /// the first. What `maxTimeMS` leaves for the network.
+    pub fn min_round_trip_time(&self) -> Option<Duration> {
+        self.min_rtt
     }
 
     /// Whether the connection can no longer be used: an error broke it,
@@ -222,7 +358,7 @@ mod tests {
     use bson::doc;
 
     use super::*;
-    use crate::test_server::{block_on, hello_reply, FakeServer};
+    use crate::test_server::{block_on, hello_reply, op_msg_reply, FakeServer};
 
     fn connection(handler: impl FnMut(&Document) -> Document + Send + 'static) -> Connection<FakeServer> {
         Connection::new(FakeServer::new(handler), Address::new("db", 27017))
@@ -265,6 +401,27 @@ mod tests {
         let err = block_on(conn.run_command("admin", &doc! { "ping": 1 })).unwrap_err();
         assert!(matches!(err, Error::Broken), "{err:?}");
         assert_eq!(conn.transport_mut().received.len(), 1, "nothing more is sent");
+    }
+
+    #[test]
+    fn a_reply_announced_long_and_cut_short_costs_what_arrived_not_what_was_announced() {
+        let mut conn = connection(|_| doc! { "ok": 1.0 });
+        let mut raw = op_msg_reply(0, &doc! { "ok": 1.0 });
+        raw[..4].copy_from_slice(&40_000_000i32.to_le_bytes());
+        conn.transport_mut().raw_reply = Some(raw);
+        let err = block_on(conn.run_command("admin", &doc! { "ping": 1 })).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Network {
+                    during: Stage::Command,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(conn.buf.capacity() <= 2 * READ_CHUNK, "{}", conn.buf.capacity());
+        assert!(conn.is_broken());
     }
 
     #[test]
@@ -317,5 +474,84 @@ mod tests {
         assert_eq!(server.max_message_size, wire::DEFAULT_MAX_MESSAGE_SIZE);
         assert_eq!(server.max_bson_object_size, 16 * 1024 * 1024);
         assert_eq!(server.max_write_batch_size, 1000);
+    }
+
+    fn sent_max_time_ms(conn: &mut Connection<FakeServer>) -> Option<i64> {
+        let sent = conn.transport_mut().received.last().cloned().unwrap();
+        sent.get_i64("maxTimeMS").ok()
+    }
+
+    #[test]
+    fn with_a_deadline_max_time_ms_is_what_is_left_less_the_minimum_round_trip_time() {
+        let mut conn = connection(|_| doc! { "ok": 1.0 });
+        block_on(conn.round_trip("admin", &doc! { "hello": 1 }, Stage::Hello)).unwrap();
+        assert_eq!(conn.min_round_trip_time(), None, "the handshake is not a sample");
+        block_on(conn.run_command("db", &doc! { "ping": 1 })).unwrap();
+        assert_eq!(sent_max_time_ms(&mut conn), None, "no deadline, no maxTimeMS");
+        assert!(conn.min_round_trip_time().is_some(), "a round trip is measured");
+        conn.min_rtt = Some(Duration::from_millis(100));
+        let deadline = Instant::now() + Duration::from_millis(1000);
+        block_on(conn.run_command_until("db", &doc! { "ping": 1 }, deadline)).unwrap();
+        let sent = sent_max_time_ms(&mut conn).expect("maxTimeMS");
+        assert!((890..=900).contains(&sent), "{sent}");
+        assert_eq!(
+            conn.transport_mut().received.last().unwrap().get_str("$db").ok(),
+            Some("db")
+        );
+        // The round trip in memory is faster than 100 ms: the minimum falls.
+        assert!(conn.min_round_trip_time() < Some(Duration::from_millis(100)));
+    }
+
+    #[test]
+    fn what_is_left_not_covering_the_round_trip_time_fails_before_sending_and_keeps_the_connection() {
+        let mut conn = connection(|_| doc! { "ok": 1.0 });
+        conn.min_rtt = Some(Duration::from_millis(200));
+        for deadline in [Instant::now() + Duration::from_millis(150), Instant::now()] {
+            let err = block_on(conn.run_command_until("db", &doc! { "ping": 1 }, deadline)).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    Error::TimedOut {
+                        during: Stage::BeforeSend,
+                        cause: None
+                    }
+                ),
+                "{err:?}"
+            );
+            assert!(err.is_timeout() && !err.is_network());
+            assert!(err.to_string().contains("minimum round-trip time"), "{err}");
+        }
+        assert!(conn.transport_mut().received.is_empty(), "nothing was sent");
+        assert!(!conn.is_broken(), "the connection goes back to the pool usable");
+    }
+
+    #[test]
+    fn max_time_ms_expired_is_a_timeout_wherever_the_server_puts_it() {
+        let expired = doc! { "code": 50, "codeName": "MaxTimeMSExpired", "errmsg": "time limit" };
+        for reply in [
+            doc! { "ok": 0.0, "code": 50, "errmsg": "operation exceeded time limit" },
+            doc! { "ok": 1.0, "writeErrors": [{ "index": 0, "code": 50 }] },
+            doc! { "ok": 1.0, "writeConcernError": expired.clone() },
+        ] {
+            let answer = reply.clone();
+            let mut conn = connection(move |_| answer.clone());
+            let deadline = Instant::now() + Duration::from_secs(5);
+            let err = block_on(conn.run_command_until("db", &doc! { "insert": "c" }, deadline)).unwrap_err();
+            let Error::TimedOut {
+                during: Stage::Server,
+                cause: Some(cause),
+            } = &err
+            else {
+                panic!("{err:?} for {reply}");
+            };
+            assert_eq!(cause.command_error().map(|e| e.code), Some(50));
+            assert!(err.to_string().contains(&cause.to_string()), "{err}");
+            assert!(!conn.is_broken(), "the server answered: the connection is fine");
+        }
+        // Another code is the server's error, as without a deadline.
+        let mut conn = connection(|_| doc! { "ok": 0.0, "code": 2 });
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let err = block_on(conn.run_command_until("db", &doc! { "ping": 1 }, deadline)).unwrap_err();
+        assert!(matches!(err, Error::Command(ref e) if e.code == 2), "{err:?}");
     }
 }

@@ -79,6 +79,24 @@ pub enum Error {
     /// A message broke the wire protocol.
     #[error(transparent)]
     Protocol(#[from] ProtocolError),
+    /// `timeoutMS` (an operation's deadline) ran out: the error of the
+    /// client-side operations timeout specification. `during` says at
+    /// which stage; the connection is closed if the command was being sent
+    /// or its reply read, and kept otherwise.
+    #[error("timeoutMS expired {during}{}", cause_suffix(.cause.as_deref()))]
+    TimedOut {
+        /// Where the deadline was found passed.
+        during: Stage,
+        /// The error of the work it cut short, if there was one (the
+        /// pool's, or the server's `MaxTimeMSExpired`).
+        #[source]
+        cause: Option<Box<Error>>,
+    },
+    /// The pool gave no connection: it is closed or cleared, or
+    /// establishing one failed (the pool's error, whose source is the
+    /// manager's).
+    #[error("the pool gave no connection: {0}")]
+    Pool(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// An earlier error (a network error, a cancelled command) left the
     /// connection in an unknown state: it is never used again.
     #[error("the connection is broken: an earlier network error or cancelled command left it unusable")]
@@ -99,6 +117,17 @@ pub enum Stage {
     Authentication,
     /// A command on an established connection.
     Command,
+    /// Waiting for a connection from the pool (`timeoutMS`).
+    CheckOut,
+    /// Before the command was sent: what is left of `timeoutMS` is not
+    /// more than the connection's minimum round-trip time.
+    BeforeSend,
+    /// Sending the command (`timeoutMS`).
+    Send,
+    /// Reading the reply (`timeoutMS`).
+    Reply,
+    /// On the server: it answered `MaxTimeMSExpired` (code 50).
+    Server,
 }
 
 impl fmt::Display for Stage {
@@ -109,6 +138,13 @@ impl fmt::Display for Stage {
             Stage::Hello => "during the hello",
             Stage::Authentication => "during authentication",
             Stage::Command => "while running a command",
+            Stage::CheckOut => "while waiting for a connection from the pool",
+            Stage::BeforeSend => {
+                "before sending the command (what was left did not cover the connection's minimum round-trip time)"
+            }
+            Stage::Send => "while sending the command",
+            Stage::Reply => "while reading the reply",
+            Stage::Server => "on the server (MaxTimeMSExpired)",
         })
     }
 }
@@ -127,7 +163,12 @@ impl Error {
             Error::Network { during, .. } | Error::Timeout { during, .. } => match during {
                 Stage::Connect | Stage::Tls | Stage::Hello => EstablishErrorKind::Network,
                 Stage::Authentication => EstablishErrorKind::Authentication,
-                Stage::Command => EstablishErrorKind::Other,
+                Stage::Command
+                | Stage::CheckOut
+                | Stage::BeforeSend
+                | Stage::Send
+                | Stage::Reply
+                | Stage::Server => EstablishErrorKind::Other,
             },
             Error::Authentication { .. } | Error::Scram(_) => EstablishErrorKind::Authentication,
             Error::Dns { .. }
@@ -135,18 +176,33 @@ impl Error {
             | Error::Command(_)
             | Error::Handshake { .. }
             | Error::Protocol(_)
+            | Error::TimedOut { .. }
+            | Error::Pool(_)
             | Error::Broken => EstablishErrorKind::Other,
         }
     }
 
     /// Whether the error leaves the connection unusable: a network error,
-    /// a timeout, a broken protocol. A server's answer (a [`CommandError`])
+    /// a timeout, a broken protocol, `timeoutMS` expired while the command
+    /// was sent or its reply read. A server's answer (a [`CommandError`])
     /// does not.
     pub fn is_network(&self) -> bool {
         matches!(
             self,
-            Error::Network { .. } | Error::Timeout { .. } | Error::Protocol(_) | Error::Broken
+            Error::Network { .. }
+                | Error::Timeout { .. }
+                | Error::Protocol(_)
+                | Error::Broken
+                | Error::TimedOut {
+                    during: Stage::Send | Stage::Reply,
+                    ..
+                }
         )
+    }
+
+    /// Whether `timeoutMS` expired ([`Error::TimedOut`]), wherever it was.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Error::TimedOut { .. })
     }
 
     /// The server's error, if it answered with one (directly, or during
@@ -174,6 +230,13 @@ pub struct CommandError {
     pub message: String,
     /// The error labels the server attached, such as `RetryableWriteError`.
     pub labels: Vec<String>,
+    /// `baseBackoffMS`: the server's base for the backoff before a retry
+    /// of an overloaded command, when it gave a positive one.
+    pub base_backoff_ms: Option<u64>,
+}
+
+fn cause_suffix(cause: Option<&Error>) -> String {
+    cause.map(|cause| format!(": {cause}")).unwrap_or_default()
 }
 
 fn labels_suffix(labels: &[String]) -> String {
@@ -212,8 +275,16 @@ impl CommandError {
                     .collect()
             })
             .unwrap_or_default();
+        let base_backoff_ms = match reply.get("baseBackoffMS") {
+            Some(bson::Bson::Int32(ms)) => u64::try_from(*ms).ok(),
+            Some(bson::Bson::Int64(ms)) => u64::try_from(*ms).ok(),
+            Some(bson::Bson::Double(ms)) if ms.is_finite() && *ms >= 1.0 => Some(*ms as u64),
+            _ => None,
+        }
+        .filter(|&ms| ms > 0);
         Some(CommandError {
             code,
+            base_backoff_ms,
             code_name: reply.get_str("codeName").unwrap_or_default().to_owned(),
             message: reply
                 .get_str("errmsg")
@@ -226,6 +297,12 @@ impl CommandError {
     /// Whether the server attached `label`.
     pub fn has_label(&self, label: &str) -> bool {
         self.labels.iter().any(|l| l == label)
+    }
+
+    /// A retryable overload error (client backpressure specification):
+    /// both `SystemOverloadedError` and `RetryableError`.
+    pub fn is_retryable_overload(&self) -> bool {
+        self.has_label("SystemOverloadedError") && self.has_label("RetryableError")
     }
 }
 
@@ -302,6 +379,17 @@ mod tests {
         .unwrap();
         assert_eq!((err.code, err.code_name.as_str()), (18, "AuthenticationFailed"));
         assert!(err.has_label("B") && !err.has_label("C"));
+        assert!(!err.is_retryable_overload());
+        assert_eq!(err.base_backoff_ms, None);
+        let overloaded = CommandError::from_reply(&doc! {
+            "ok": 0.0, "code": 462, "baseBackoffMS": 250,
+            "errorLabels": ["SystemOverloadedError", "RetryableError"],
+        })
+        .unwrap();
+        assert!(overloaded.is_retryable_overload());
+        assert_eq!(overloaded.base_backoff_ms, Some(250));
+        let zero = CommandError::from_reply(&doc! { "ok": 0, "baseBackoffMS": 0.0 }).unwrap();
+        assert_eq!(zero.base_backoff_ms, None, "not positive: the default base");
         assert_eq!(
             err.to_string(),
             "server error 18 (AuthenticationFailed): Authentication failed. (labels: A, B)"
@@ -432,6 +520,7 @@ mod tests {
                 code_name: "AuthenticationFailed".into(),
                 message: "Authentication failed.".into(),
                 labels: vec![],
+                base_backoff_ms: None,
             })),
         };
         assert_eq!(

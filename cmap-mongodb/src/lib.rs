@@ -13,7 +13,8 @@
 //! - Built from a `mongodb://` connection string: its one host is the
 //!   pool's address; `appName`, `username`/`password`, `authSource`,
 //!   `authMechanism` (SCRAM-SHA-256, SCRAM-SHA-1), `tls`/`ssl` with
-//!   `tlsCAFile` (rustls), `connectTimeoutMS` and `loadBalanced` are read;
+//!   `tlsCAFile` (rustls), `connectTimeoutMS`, `loadBalanced`, `timeoutMS`
+//!   and `maxAdaptiveRetries` are read;
 //!   any other driver option is refused by name ([`OptionsError`]); the
 //!   pool options (`maxPoolSize`, ...) are the pool builder's.
 //! - Each new connection: TCP (`TCP_NODELAY`), TLS, the handshake (legacy
@@ -24,6 +25,13 @@
 //!   by what is left of `connectTimeoutMS`.
 //! - [`Connection::run_command`]: one command, its reply or a typed error
 //!   ([`Error::Command`] with the server's code, codeName and labels).
+//! - [`MongoPool::run_command`] (and [`blocking::MongoPool`]): checkout and
+//!   command under one deadline, `timeoutMS` (the client-side operations
+//!   timeout specification): the checkout waits what is left, the command
+//!   carries `maxTimeMS`, the write and the reads are bounded, and
+//!   [`Error::TimedOut`] names the stage. With `maxAdaptiveRetries`, a
+//!   command the server refused as overloaded is retried after the client
+//!   backpressure specification's backoff, on a fresh checkout.
 //!
 //! What the pool does with each kind of failure (the CMAP specification's
 //! "Backpressure-enabled" rules) is [`Error::establish_kind`]:
@@ -73,14 +81,22 @@ mod auth;
 pub mod blocking;
 mod connection;
 mod error;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod handshake;
+#[cfg(all(test, feature = "tokio"))]
+mod hostile_tests;
 mod manager;
 mod metadata;
+mod operation;
 mod options;
 mod scram;
 mod settings;
 #[cfg(test)]
 mod test_server;
+#[cfg(all(test, feature = "tokio", feature = "smol", feature = "blocking"))]
+mod timeout_tests;
 mod tls;
 #[cfg(feature = "tokio")]
 mod tokio_manager;
@@ -97,6 +113,8 @@ pub use connection::{Connection, ServerInfo};
 pub use error::{CommandError, Error, ProtocolError, Stage};
 pub use manager::{AsyncIo, Manager, Runtime, Threads, Tokio};
 pub use metadata::{DriverInfo, MAX_APP_NAME_SIZE};
+#[cfg(any(feature = "tokio", feature = "smol"))]
+pub use operation::MongoPool;
 pub use options::{Credential, MongoOptions, OptionsError, TlsOptions, DEFAULT_CONNECT_TIMEOUT};
 pub use scram::{Mechanism, ScramError};
 #[cfg(feature = "tokio")]

@@ -22,7 +22,9 @@ const SUPPORTED: &[&str] = &[
     "authSource",
     "connectTimeoutMS",
     "loadBalanced",
+    "maxAdaptiveRetries",
     "ssl",
+    "timeoutMS",
     "tls",
     "tlsCAFile",
 ];
@@ -47,6 +49,17 @@ pub struct MongoOptions {
     /// `loadBalanced`: the handshake asks for load-balanced mode and the
     /// reply must carry a `serviceId`.
     pub load_balanced: bool,
+    /// `timeoutMS`: the deadline of each operation of
+    /// [`MongoPool`](crate::MongoPool), from checkout to reply (`None`,
+    /// or `timeoutMS=0`: no limit, and the pool's `waitQueueTimeoutMS`
+    /// bounds the checkout as before).
+    pub timeout: Option<Duration>,
+    /// `maxAdaptiveRetries`: how many times [`MongoPool`](crate::MongoPool)
+    /// retries a command the server refused as overloaded (labels
+    /// `SystemOverloadedError` and `RetryableError`), each after a backoff
+    /// and on a fresh checkout (the client backpressure specification).
+    /// 0 (the default here: opt-in) retries nothing.
+    pub max_adaptive_retries: u32,
 }
 
 /// `Debug` shows whether there is a credential, not what it is.
@@ -59,6 +72,8 @@ impl fmt::Debug for MongoOptions {
             .field("tls", &self.tls)
             .field("connect_timeout", &self.connect_timeout)
             .field("load_balanced", &self.load_balanced)
+            .field("timeout", &self.timeout)
+            .field("max_adaptive_retries", &self.max_adaptive_retries)
             .finish()
     }
 }
@@ -127,7 +142,8 @@ pub enum OptionsError {
     /// A known driver option this manager does not implement.
     #[error(
         "cmap-mongodb does not support the connection string option {option} (it reads appName, \
-         authMechanism, authSource, connectTimeoutMS, loadBalanced, tls, ssl, tlsCAFile and the pool's options)"
+         authMechanism, authSource, connectTimeoutMS, loadBalanced, maxAdaptiveRetries, timeoutMS, tls, ssl, tlsCAFile \
+         and the pool's options)"
     )]
     Unsupported {
         /// The option's name.
@@ -183,6 +199,8 @@ impl MongoOptions {
             tls: None,
             connect_timeout: Some(DEFAULT_CONNECT_TIMEOUT),
             load_balanced: false,
+            timeout: None,
+            max_adaptive_retries: 0,
         }
     }
 
@@ -213,13 +231,16 @@ impl MongoOptions {
         let mut options = MongoOptions::new(address);
         options.app_name = cs.driver_option("appName").map(str::to_owned);
         options.load_balanced = flag(cs, "loadBalanced")?.unwrap_or(false);
-        if let Some(ms) = cs.driver_option("connectTimeoutMS") {
-            let ms: u64 = ms.parse().map_err(|_| OptionsError::Invalid {
-                option: "connectTimeoutMS",
-                value: ms.to_owned(),
-                reason: "a whole number of milliseconds (0: no limit)",
+        if let Some(timeout) = millis(cs, "connectTimeoutMS")? {
+            options.connect_timeout = timeout;
+        }
+        options.timeout = millis(cs, "timeoutMS")?.flatten();
+        if let Some(retries) = cs.driver_option("maxAdaptiveRetries") {
+            options.max_adaptive_retries = retries.parse().map_err(|_| OptionsError::Invalid {
+                option: "maxAdaptiveRetries",
+                value: retries.to_owned(),
+                reason: "a whole number of retries (0: none)",
             })?;
-            options.connect_timeout = (ms > 0).then(|| Duration::from_millis(ms));
         }
         let tls = match (flag(cs, "tls")?, flag(cs, "ssl")?) {
             (Some(a), Some(b)) if a != b => return Err(OptionsError::TlsConflict),
@@ -255,6 +276,21 @@ impl MongoOptions {
             _ => Ok(()),
         }
     }
+}
+
+/// A duration option in milliseconds, if given: 0 is no limit (`None`
+/// inside); a negative or other value is refused.
+fn millis(cs: &ConnectionString, option: &'static str) -> Result<Option<Option<Duration>>, OptionsError> {
+    cs.driver_option(option)
+        .map(|ms| {
+            let ms: u64 = ms.parse().map_err(|_| OptionsError::Invalid {
+                option,
+                value: ms.to_owned(),
+                reason: "a whole number of milliseconds (0: no limit)",
+            })?;
+            Ok((ms > 0).then(|| Duration::from_millis(ms)))
+        })
+        .transpose()
 }
 
 fn flag(cs: &ConnectionString, option: &'static str) -> Result<Option<bool>, OptionsError> {
@@ -349,6 +385,43 @@ mod tests {
         assert_eq!((c.source.as_str(), c.mechanism), ("admin", None));
         let o = MongoOptions::parse("mongodb://u:p@db/shop?authSource=other").unwrap();
         assert_eq!(o.credential.unwrap().source, "other");
+    }
+
+    #[test]
+    fn timeout_ms_is_read_zero_is_no_limit_and_a_negative_value_is_refused() {
+        let timeout = |uri: &str| MongoOptions::parse(uri).map(|o| o.timeout);
+        assert_eq!(timeout("mongodb://db"), Ok(None), "unset: today's behaviour");
+        assert_eq!(
+            timeout("mongodb://db/?timeoutMS=5000"),
+            Ok(Some(Duration::from_secs(5)))
+        );
+        assert_eq!(timeout("mongodb://db/?timeoutms=0"), Ok(None));
+        for bad in ["-1", "1.5", "soon"] {
+            assert!(
+                matches!(
+                    timeout(&format!("mongodb://db/?timeoutMS={bad}")),
+                    Err(OptionsError::Invalid {
+                        option: "timeoutMS",
+                        ..
+                    })
+                ),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn max_adaptive_retries_is_opt_in() {
+        let retries = |uri: &str| MongoOptions::parse(uri).map(|o| o.max_adaptive_retries);
+        assert_eq!(retries("mongodb://db"), Ok(0));
+        assert_eq!(retries("mongodb://db/?maxAdaptiveRetries=3"), Ok(3));
+        assert!(matches!(
+            retries("mongodb://db/?maxAdaptiveRetries=-1"),
+            Err(OptionsError::Invalid {
+                option: "maxAdaptiveRetries",
+                ..
+            })
+        ));
     }
 
     #[test]

@@ -10,8 +10,6 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
-use std::pin::pin;
-use std::task::{Context, Poll, Waker};
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
@@ -24,10 +22,7 @@ use crate::wire::{decode_reply, HEADER_LEN, OP_MSG};
 
 /// Runs a future of the protocol code over a [`FakeServer`] to its end.
 pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
-    match pin!(future).poll(&mut Context::from_waker(Waker::noop())) {
-        Poll::Ready(output) => output,
-        Poll::Pending => panic!("a future over the in-memory server waited"),
-    }
+    crate::transport::poll_once(future).expect("a future over the in-memory server waited")
 }
 
 type Handler = Box<dyn FnMut(&Document) -> Document + Send>;
@@ -46,6 +41,8 @@ pub(crate) struct FakeServer {
     pub(crate) closed: bool,
     /// Writes fail with this kind of error (a connection reset).
     pub(crate) fail_writes: Option<io::ErrorKind>,
+    /// Sent instead of the reply, with the request's id as `responseTo`.
+    pub(crate) raw_reply: Option<Vec<u8>>,
 }
 
 impl FakeServer {
@@ -58,6 +55,7 @@ impl FakeServer {
             response_to_shift: 0,
             closed: false,
             fail_writes: None,
+            raw_reply: None,
         }
     }
 
@@ -76,8 +74,16 @@ impl FakeServer {
         let command = decode_reply(&message[HEADER_LEN..]).expect("a well-formed OP_MSG request");
         let reply = (self.handler)(&command);
         self.received.push(command);
-        self.replies
-            .extend(op_msg_reply(word(4).wrapping_add(self.response_to_shift), &reply));
+        match &self.raw_reply {
+            Some(raw) => {
+                self.replies.extend(&raw[..8]);
+                self.replies.extend(word(4).to_le_bytes());
+                self.replies.extend(&raw[12..]);
+            }
+            None => self
+                .replies
+                .extend(op_msg_reply(word(4).wrapping_add(self.response_to_shift), &reply)),
+        }
         Ok(())
     }
 }
@@ -100,11 +106,19 @@ pub(crate) fn op_msg_reply(response_to: i32, body: &Document) -> Vec<u8> {
 impl sealed::Sealed for FakeServer {}
 
 impl Transport for FakeServer {
-    fn write_all<'a>(&'a mut self, bytes: &'a [u8]) -> impl Future<Output = io::Result<()>> + Send + 'a {
+    fn write_all<'a>(
+        &'a mut self,
+        bytes: &'a [u8],
+        _deadline: Option<std::time::Instant>,
+    ) -> impl Future<Output = io::Result<()>> + Send + 'a {
         std::future::ready(self.receive(bytes))
     }
 
-    fn read_exact<'a>(&'a mut self, buf: &'a mut [u8]) -> impl Future<Output = io::Result<()>> + Send + 'a {
+    fn read_exact<'a>(
+        &'a mut self,
+        buf: &'a mut [u8],
+        _deadline: Option<std::time::Instant>,
+    ) -> impl Future<Output = io::Result<()>> + Send + 'a {
         std::future::ready(if self.replies.len() < buf.len() {
             Err(io::Error::from(io::ErrorKind::UnexpectedEof))
         } else {
@@ -308,6 +322,25 @@ pub(crate) fn serve<H>(mut handlers: impl FnMut() -> H + Send + 'static) -> std:
 where
     H: FnMut(&Document) -> Option<Document> + Send + 'static,
 {
+    serve_raw(None, move || {
+        let mut handler = handlers();
+        move |request_id: i32, command: &Document| {
+            handler(command).map(|reply| op_msg_reply(request_id, &reply))
+        }
+    })
+}
+
+/// [`serve`] for a hostile server: the handler gets each request's id and
+/// command and answers the bytes to send, whatever they are (`None`
+/// hangs up); with a `pace`, every reply after the first (the hello's)
+/// goes one byte per `pace`.
+pub(crate) fn serve_raw<H>(
+    pace: Option<std::time::Duration>,
+    mut handlers: impl FnMut() -> H + Send + 'static,
+) -> std::net::SocketAddr
+where
+    H: FnMut(i32, &Document) -> Option<Vec<u8>> + Send + 'static,
+{
     use std::io::{Read, Write};
 
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -316,6 +349,7 @@ where
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { return };
             let mut handler = handlers();
+            let mut replies = 0;
             std::thread::spawn(move || loop {
                 let mut header = [0u8; HEADER_LEN];
                 if stream.read_exact(&mut header).is_err() {
@@ -323,11 +357,26 @@ where
                 }
                 let word = |i: usize| i32::from_le_bytes(header[i..i + 4].try_into().unwrap());
                 let mut body = vec![0; usize::try_from(word(0)).unwrap() - HEADER_LEN];
-                stream.read_exact(&mut body).unwrap();
-                let command = decode_reply(&body).expect("a well-formed OP_MSG request");
-                let Some(reply) = handler(&command) else { return };
-                if stream.write_all(&op_msg_reply(word(4), &reply)).is_err() {
+                if stream.read_exact(&mut body).is_err() {
                     return;
+                }
+                let command = decode_reply(&body).expect("a well-formed OP_MSG request");
+                let Some(reply) = handler(word(4), &command) else {
+                    return;
+                };
+                replies += 1;
+                let pace = pace.filter(|_| replies > 1);
+                let pieces: Vec<&[u8]> = match pace {
+                    None => vec![&reply],
+                    Some(_) => reply.chunks(1).collect(),
+                };
+                for piece in pieces {
+                    if stream.write_all(piece).is_err() {
+                        return;
+                    }
+                    if let Some(pace) = pace {
+                        std::thread::sleep(pace);
+                    }
                 }
             });
         }

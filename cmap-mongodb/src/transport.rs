@@ -4,20 +4,48 @@
 
 use std::future::Future;
 use std::io;
+use std::time::Instant;
 
 /// A byte stream a [`Connection`](crate::Connection) runs on: tokio's TCP
 /// or TLS stream (feature `tokio`), the async-io stack's (feature `smol`),
 /// or a blocking `std` socket (feature `blocking`). Sealed: the crate implements it for its own streams.
 pub trait Transport: Send + sealed::Sealed {
-    /// Writes all of `bytes`.
-    fn write_all<'a>(&'a mut self, bytes: &'a [u8]) -> impl Future<Output = io::Result<()>> + Send + 'a;
+    /// Writes all of `bytes`, failing with [`io::ErrorKind::TimedOut`] if
+    /// that is not done by `deadline`.
+    fn write_all<'a>(
+        &'a mut self,
+        bytes: &'a [u8],
+        deadline: Option<Instant>,
+    ) -> impl Future<Output = io::Result<()>> + Send + 'a;
 
-    /// Fills `buf` exactly.
-    fn read_exact<'a>(&'a mut self, buf: &'a mut [u8]) -> impl Future<Output = io::Result<()>> + Send + 'a;
+    /// Fills `buf` exactly, failing with [`io::ErrorKind::TimedOut`] if
+    /// that is not done by `deadline` (all the reads it takes together).
+    fn read_exact<'a>(
+        &'a mut self,
+        buf: &'a mut [u8],
+        deadline: Option<Instant>,
+    ) -> impl Future<Output = io::Result<()>> + Send + 'a;
 
     /// Whether the peer has closed the connection (or sent bytes nobody
     /// asked for), seen without a round trip and without waiting.
     fn is_closed(&mut self) -> bool;
+}
+
+/// Polls `future` once with a waker that does nothing: the futures over
+/// blocking sockets and in-memory bytes are ready when first polled
+/// (`None` if it was not).
+#[cfg(any(feature = "blocking", feature = "fuzzing", test))]
+pub(crate) fn poll_once<F: Future>(future: F) -> Option<F::Output> {
+    use std::task::{Context, Poll, Waker};
+    match std::pin::pin!(future).poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(output) => Some(output),
+        Poll::Pending => None,
+    }
+}
+
+/// The error of a transport whose deadline came first.
+pub(crate) fn timed_out() -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, "the operation's deadline passed")
 }
 
 pub(crate) mod sealed {
@@ -49,26 +77,96 @@ mod std_stream {
                 StdStream::Tls(tls) => tls.get_ref(),
             }
         }
+
+        /// Runs `step` (which moves some of `len` bytes from offset `at`
+        /// and says how many) until all are moved, each call given what
+        /// is left before `deadline` as the socket's timeout (set with
+        /// `arm`, and cleared after): the deadline bounds all the calls
+        /// together. Without a deadline the socket has none.
+        fn bounded(
+            &mut self,
+            deadline: Option<Instant>,
+            len: usize,
+            arm: fn(&TcpStream, Option<std::time::Duration>) -> io::Result<()>,
+            mut step: impl FnMut(&mut StdStream, usize) -> io::Result<usize>,
+        ) -> io::Result<()> {
+            let mut at = 0;
+            let result = loop {
+                if at >= len {
+                    break Ok(());
+                }
+                if let Some(deadline) = deadline {
+                    match deadline.checked_duration_since(Instant::now()) {
+                        Some(left) if !left.is_zero() => arm(self.tcp(), Some(left))?,
+                        _ => break Err(timed_out()),
+                    }
+                }
+                match step(self, at) {
+                    Ok(n) => at += n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e)
+                        if deadline.is_some()
+                            && matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) =>
+                    {
+                        break Err(timed_out())
+                    }
+                    Err(e) => break Err(e),
+                }
+            };
+            if deadline.is_some() {
+                arm(self.tcp(), None)?;
+            }
+            result
+        }
     }
 
     impl sealed::Sealed for StdStream {}
 
     impl Transport for StdStream {
-        fn write_all<'a>(&'a mut self, bytes: &'a [u8]) -> impl Future<Output = io::Result<()>> + Send + 'a {
-            std::future::ready(match self {
-                StdStream::Plain(tcp) => tcp.write_all(bytes).and_then(|()| tcp.flush()),
-                StdStream::Tls(tls) => tls.write_all(bytes).and_then(|()| tls.flush()),
-            })
+        fn write_all<'a>(
+            &'a mut self,
+            bytes: &'a [u8],
+            deadline: Option<Instant>,
+        ) -> impl Future<Output = io::Result<()>> + Send + 'a {
+            let len = bytes.len();
+            std::future::ready(
+                self.bounded(deadline, len, TcpStream::set_write_timeout, |stream, at| {
+                    let n = match stream {
+                        StdStream::Plain(tcp) => tcp.write(&bytes[at..])?,
+                        StdStream::Tls(tls) => tls.write(&bytes[at..])?,
+                    };
+                    if n == 0 {
+                        return Err(io::ErrorKind::WriteZero.into());
+                    }
+                    if at + n == len {
+                        match stream {
+                            StdStream::Plain(tcp) => tcp.flush()?,
+                            StdStream::Tls(tls) => tls.flush()?,
+                        }
+                    }
+                    Ok(n)
+                }),
+            )
         }
 
         fn read_exact<'a>(
             &'a mut self,
             buf: &'a mut [u8],
+            deadline: Option<Instant>,
         ) -> impl Future<Output = io::Result<()>> + Send + 'a {
-            std::future::ready(match self {
-                StdStream::Plain(tcp) => tcp.read_exact(buf),
-                StdStream::Tls(tls) => tls.read_exact(buf),
-            })
+            let len = buf.len();
+            std::future::ready(
+                self.bounded(deadline, len, TcpStream::set_read_timeout, |stream, at| {
+                    let n = match stream {
+                        StdStream::Plain(tcp) => tcp.read(&mut buf[at..])?,
+                        StdStream::Tls(tls) => tls.read(&mut buf[at..])?,
+                    };
+                    if n == 0 {
+                        return Err(io::ErrorKind::UnexpectedEof.into());
+                    }
+                    Ok(n)
+                }),
+            )
         }
 
         fn is_closed(&mut self) -> bool {
@@ -108,21 +206,31 @@ mod tokio_stream {
     impl sealed::Sealed for TokioStream {}
 
     impl Transport for TokioStream {
-        async fn write_all<'a>(&'a mut self, bytes: &'a [u8]) -> io::Result<()> {
-            match self {
-                TokioStream::Plain(tcp) => tcp.write_all(bytes).await,
-                TokioStream::Tls(tls) => {
-                    tls.write_all(bytes).await?;
-                    tls.flush().await
+        async fn write_all<'a>(&'a mut self, bytes: &'a [u8], deadline: Option<Instant>) -> io::Result<()> {
+            let write = async {
+                match self {
+                    TokioStream::Plain(tcp) => tcp.write_all(bytes).await,
+                    TokioStream::Tls(tls) => {
+                        tls.write_all(bytes).await?;
+                        tls.flush().await
+                    }
                 }
-            }
+            };
+            until(deadline, write).await
         }
 
-        async fn read_exact<'a>(&'a mut self, buf: &'a mut [u8]) -> io::Result<()> {
-            match self {
-                TokioStream::Plain(tcp) => tcp.read_exact(buf).await.map(drop),
-                TokioStream::Tls(tls) => tls.read_exact(buf).await.map(drop),
-            }
+        async fn read_exact<'a>(
+            &'a mut self,
+            buf: &'a mut [u8],
+            deadline: Option<Instant>,
+        ) -> io::Result<()> {
+            let read = async {
+                match self {
+                    TokioStream::Plain(tcp) => tcp.read_exact(buf).await.map(drop),
+                    TokioStream::Tls(tls) => tls.read_exact(buf).await.map(drop),
+                }
+            };
+            until(deadline, read).await
         }
 
         fn is_closed(&mut self) -> bool {
@@ -145,6 +253,17 @@ mod tokio_stream {
 #[cfg(feature = "tokio")]
 pub use tokio_stream::TokioStream;
 
+/// `work`, unless tokio's timer reaches `deadline` first.
+#[cfg(feature = "tokio")]
+async fn until(deadline: Option<Instant>, work: impl Future<Output = io::Result<()>>) -> io::Result<()> {
+    match deadline {
+        None => work.await,
+        Some(deadline) => tokio::time::timeout_at(deadline.into(), work)
+            .await
+            .unwrap_or_else(|_| Err(timed_out())),
+    }
+}
+
 #[cfg(feature = "smol")]
 mod async_io_stream {
     use std::pin::pin;
@@ -154,6 +273,20 @@ mod async_io_stream {
     use futures_lite::{AsyncReadExt, AsyncWriteExt};
 
     use super::*;
+
+    /// `work`, unless async-io's timer reaches `deadline` first.
+    async fn until(deadline: Option<Instant>, work: impl Future<Output = io::Result<()>>) -> io::Result<()> {
+        match deadline {
+            None => work.await,
+            Some(deadline) => {
+                let timer = async {
+                    async_io::Timer::at(deadline).await;
+                    Err(timed_out())
+                };
+                futures_lite::future::or(work, timer).await
+            }
+        }
+    }
 
     /// A socket of the async-io stack (smol, async-std), plain or TLS.
     #[derive(Debug)]
@@ -167,21 +300,31 @@ mod async_io_stream {
     impl sealed::Sealed for AsyncIoStream {}
 
     impl Transport for AsyncIoStream {
-        async fn write_all<'a>(&'a mut self, bytes: &'a [u8]) -> io::Result<()> {
-            match self {
-                AsyncIoStream::Plain(tcp) => tcp.write_all(bytes).await,
-                AsyncIoStream::Tls(tls) => {
-                    tls.write_all(bytes).await?;
-                    tls.flush().await
+        async fn write_all<'a>(&'a mut self, bytes: &'a [u8], deadline: Option<Instant>) -> io::Result<()> {
+            let write = async {
+                match self {
+                    AsyncIoStream::Plain(tcp) => tcp.write_all(bytes).await,
+                    AsyncIoStream::Tls(tls) => {
+                        tls.write_all(bytes).await?;
+                        tls.flush().await
+                    }
                 }
-            }
+            };
+            until(deadline, write).await
         }
 
-        async fn read_exact<'a>(&'a mut self, buf: &'a mut [u8]) -> io::Result<()> {
-            match self {
-                AsyncIoStream::Plain(tcp) => tcp.read_exact(buf).await,
-                AsyncIoStream::Tls(tls) => tls.read_exact(buf).await,
-            }
+        async fn read_exact<'a>(
+            &'a mut self,
+            buf: &'a mut [u8],
+            deadline: Option<Instant>,
+        ) -> io::Result<()> {
+            let read = async {
+                match self {
+                    AsyncIoStream::Plain(tcp) => tcp.read_exact(buf).await,
+                    AsyncIoStream::Tls(tls) => tls.read_exact(buf).await,
+                }
+            };
+            until(deadline, read).await
         }
 
         fn is_closed(&mut self) -> bool {
@@ -271,13 +414,13 @@ mod tests {
         use crate::test_server::block_on;
         let (ours, mut peer) = pair();
         let mut stream = StdStream::Plain(ours);
-        block_on(stream.write_all(b"ping")).unwrap();
+        block_on(stream.write_all(b"ping", None)).unwrap();
         let mut got = [0u8; 4];
         peer.read_exact(&mut got).unwrap();
         assert_eq!(&got, b"ping");
         peer.write_all(b"pong").unwrap();
         let mut reply = [0u8; 4];
-        block_on(stream.read_exact(&mut reply)).unwrap();
+        block_on(stream.read_exact(&mut reply, None)).unwrap();
         assert_eq!(&reply, b"pong");
         assert!(!stream.is_closed(), "an idle, open connection");
         drop(peer);
@@ -296,13 +439,13 @@ mod tests {
             ours.set_nonblocking(true).unwrap();
             TokioStream::Plain(tokio::net::TcpStream::from_std(ours).unwrap())
         });
-        runtime.block_on(stream.write_all(b"ping")).unwrap();
+        runtime.block_on(stream.write_all(b"ping", None)).unwrap();
         let mut got = [0u8; 4];
         peer.read_exact(&mut got).unwrap();
         assert_eq!(&got, b"ping");
         peer.write_all(b"pong").unwrap();
         let mut reply = [0u8; 4];
-        runtime.block_on(stream.read_exact(&mut reply)).unwrap();
+        runtime.block_on(stream.read_exact(&mut reply, None)).unwrap();
         assert_eq!(&reply, b"pong");
         assert!(!runtime.block_on(async { stream.is_closed() }));
         drop(peer);
@@ -318,13 +461,13 @@ mod tests {
     fn an_async_io_stream_moves_bytes_and_sees_the_peer_hang_up() {
         let (ours, mut peer) = pair();
         let mut stream = AsyncIoStream::Plain(async_net::TcpStream::try_from(ours).unwrap());
-        smol::block_on(stream.write_all(b"ping")).unwrap();
+        smol::block_on(stream.write_all(b"ping", None)).unwrap();
         let mut got = [0u8; 4];
         peer.read_exact(&mut got).unwrap();
         assert_eq!(&got, b"ping");
         peer.write_all(b"pong").unwrap();
         let mut reply = [0u8; 4];
-        smol::block_on(stream.read_exact(&mut reply)).unwrap();
+        smol::block_on(stream.read_exact(&mut reply, None)).unwrap();
         assert_eq!(&reply, b"pong");
         assert!(!stream.is_closed());
         drop(peer);

@@ -41,9 +41,24 @@ pub(crate) fn next_request_id() -> i32 {
 /// The command is not changed (the OP_MSG specification forbids mutating
 /// the user's document): its BSON is written once and `$db` spliced in
 /// before the document's final zero byte.
+#[cfg(test)]
 pub(crate) fn encode_command(
     command: &Document,
     db: &str,
+    max_message_size: usize,
+    out: &mut Vec<u8>,
+) -> Result<i32, ProtocolError> {
+    encode_command_with(command, db, None, max_message_size, out)
+}
+
+/// [`encode_command`], with `maxTimeMS: max_time_ms` (an int64) spliced in
+/// before `$db` when given (the client-side operations timeout
+/// specification). A command that has its own `maxTimeMS` is not looked
+/// at: the specification leaves that case undefined and forbids looking.
+pub(crate) fn encode_command_with(
+    command: &Document,
+    db: &str,
+    max_time_ms: Option<i64>,
     max_message_size: usize,
     out: &mut Vec<u8>,
 ) -> Result<i32, ProtocolError> {
@@ -65,6 +80,11 @@ pub(crate) fn encode_command(
     // The document's closing zero goes; `$db` (a string element) and a new
     // closing zero come in its place.
     out.pop();
+    if let Some(ms) = max_time_ms {
+        out.push(0x12);
+        out.extend_from_slice(b"maxTimeMS\0");
+        out.extend_from_slice(&ms.to_le_bytes());
+    }
     out.push(0x02);
     out.extend_from_slice(b"$db\0");
     out.extend_from_slice(&i32_len(db.len() + 1)?.to_le_bytes());
@@ -238,6 +258,18 @@ mod tests {
         let body = Document::from_reader(&out[21..]).unwrap();
         assert_eq!(body, doc! { "ping": 1, "comment": "x", "$db": "admin" });
         // The body is the rest of the message, exactly.
+        assert_eq!(document_len(&out[21..]).unwrap(), out.len() - 21);
+    }
+
+    #[test]
+    fn max_time_ms_is_spliced_in_before_db() {
+        let command = doc! { "find": "c" };
+        let mut out = Vec::new();
+        encode_command_with(&command, "db", Some(1234), usize::MAX, &mut out).unwrap();
+        let header = Header::parse(out[..16].try_into().unwrap(), usize::MAX).unwrap();
+        assert_eq!(header.length, out.len());
+        let body = Document::from_reader(&out[21..]).unwrap();
+        assert_eq!(body, doc! { "find": "c", "maxTimeMS": 1234i64, "$db": "db" });
         assert_eq!(document_len(&out[21..]).unwrap(), out.len() - 21);
     }
 

@@ -88,6 +88,35 @@ async fn commands_round_trip_on_an_authenticated_pool() {
 }
 
 #[tokio::test]
+async fn a_server_takes_the_max_time_ms_that_timeout_ms_adds() {
+    if !mongo::server_tests_enabled("a_server_takes_the_max_time_ms_that_timeout_ms_adds") {
+        return;
+    }
+    use cmap_mongodb::MongoPool;
+    let pool = pool(&format!("{}?maxPoolSize=2&timeoutMS=5000", mongo::AUTH_URI));
+    let collection = unique("timeout_ms");
+    let find = doc! { "find": &collection, "filter": {} };
+    let reply = pool.run_command("test", &find).await.unwrap();
+    assert!(reply.get_document("cursor").is_ok(), "{reply}");
+    // A deadline already past: nothing is sent, the connection is kept.
+    let err = pool
+        .run_command_until("test", &find, Some(Instant::now()))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::TimedOut {
+                during: Stage::BeforeSend,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(pool.status().available, 1);
+}
+
+#[tokio::test]
 async fn the_server_sees_the_handshakes_metadata() {
     if !mongo::server_tests_enabled("the_server_sees_the_handshakes_metadata") {
         return;

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cmap_mongodb::MongoManager;
+use cmap_mongodb::{MongoManager, MongoPool};
 use cmap_testkit::proxy::{Mode, Proxy};
 
 use super::{runtime, uptime, Rec, HARD_STOP, MAX, PAUSE, TASKS, WAIT, WARM};
@@ -46,7 +46,7 @@ pub const POOLS: [&str; 2] = ["cmap-tokio + cmap-mongodb", "mongodb (official dr
 /// The connection strings, for the proxy's port.
 fn ours_uri(port: u16) -> String {
     format!(
-        "mongodb://127.0.0.1:{port}/?maxPoolSize={MAX}&waitQueueTimeoutMS={}&connectTimeoutMS={CONNECT_TIMEOUT_MS}",
+        "mongodb://127.0.0.1:{port}/?maxPoolSize={MAX}&timeoutMS={}&connectTimeoutMS={CONNECT_TIMEOUT_MS}",
         WAIT.as_millis()
     )
 }
@@ -157,21 +157,23 @@ impl Client {
         };
         match self {
             Client::Ours(pool) => {
-                // The checkout waits at most waitQueueTimeoutMS (5 s); the
-                // command gets what is left of the 5 s.
-                let mut conn = pool.get().await.map_err(|e| Failure {
-                    checkout: true,
-                    text: e.to_string(),
-                })?;
+                // timeoutMS (5 s) bounds the checkout, then the command
+                // (maxTimeMS, the write, the reads): no deadline by hand.
                 let command = cmap_mongodb::bson::doc! { "ping": 1 };
-                match tokio::time::timeout_at(deadline, conn.run_command("admin", &command)).await {
-                    Ok(Ok(_)) => Ok(()),
-                    Ok(Err(e)) => Err(Failure {
-                        checkout: false,
+                pool.run_command("admin", &command)
+                    .await
+                    .map(drop)
+                    .map_err(|e| Failure {
+                        checkout: matches!(
+                            e,
+                            cmap_mongodb::Error::Pool(_)
+                                | cmap_mongodb::Error::TimedOut {
+                                    during: cmap_mongodb::Stage::CheckOut,
+                                    ..
+                                }
+                        ),
                         text: e.to_string(),
-                    }),
-                    Err(_) => Err(late()),
-                }
+                    })
             }
             Client::Official(client) => {
                 // No checkout timeout in this driver (waitQueueTimeoutMS is

@@ -71,6 +71,14 @@ impl Mechanism {
         4096
     }
 
+    /// The highest iteration count the client accepts: PBKDF2 runs on the
+    /// caller's thread and cannot be cut short by a timeout, so a server
+    /// asking for billions would hold it for hours. A million is over 60
+    /// times MongoDB's defaults (10,000 and 15,000).
+    fn max_iterations(self) -> u32 {
+        1_000_000
+    }
+
     /// The mechanism's hash function `H()`.
     fn hash(self, data: &[u8]) -> Vec<u8> {
         match self {
@@ -171,6 +179,15 @@ pub enum ScramError {
         iterations: u32,
         /// The minimum (4096).
         minimum: u32,
+    },
+    /// The server asked for more PBKDF2 iterations than the client runs
+    /// (a hostile server could otherwise hold the thread for hours).
+    #[error("the server's iteration count {iterations} is over the maximum of {maximum}")]
+    IterationCountTooHigh {
+        /// The server's `i=`.
+        iterations: u32,
+        /// The maximum (1,000,000).
+        maximum: u32,
     },
     /// The server's signature (`v=`) is not the one its knowledge of the
     /// password would give: the server did not prove who it is.
@@ -391,6 +408,13 @@ impl ScramClient {
             return Err(ScramError::IterationCountTooLow {
                 iterations: server_first.iterations,
                 minimum,
+            });
+        }
+        let maximum = self.mechanism.max_iterations();
+        if server_first.iterations > maximum {
+            return Err(ScramError::IterationCountTooHigh {
+                iterations: server_first.iterations,
+                maximum,
             });
         }
         Ok(())

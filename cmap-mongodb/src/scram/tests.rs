@@ -206,6 +206,21 @@ fn iteration_count_below_4096_is_refused() {
 }
 
 #[test]
+fn iteration_count_over_a_million_is_refused_before_any_key_work() {
+    for mechanism in [Mechanism::ScramSha1, Mechanism::ScramSha256] {
+        let mut client = ScramClient::with_nonce(mechanism, "user", "pencil", SHA256_NONCE).unwrap();
+        let error = client_final(&mut client, &sha256_server_first("salt", u32::MAX)).unwrap_err();
+        assert_eq!(
+            error,
+            ScramError::IterationCountTooHigh {
+                iterations: u32::MAX,
+                maximum: 1_000_000
+            }
+        );
+    }
+}
+
+#[test]
 fn wrong_server_signature_is_refused() {
     let mut client = sha256_client("pencil");
     client_final(&mut client, SHA256_SERVER_FIRST).unwrap();

@@ -197,7 +197,8 @@ impl Tables {
              proxy, pool and 2-worker tokio runtime, against FerretDB {ferret} through the fault proxy \
              (`cmap_testkit::proxy`). Server connections are FerretDB's own count (its `/debug/metrics`).\n\n\
              - **ours** (cmap-tokio with cmap-mongodb's `MongoManager`): `{ours}`. An operation is \
-             `pool.get()`, then `run_command(\"admin\", {{ping: 1}})` bounded by what is left of the {wait} s.\n\
+             `pool.run_command(\"admin\", {{ping: 1}})` (`MongoPool`): `timeoutMS` bounds the checkout, \
+             then the command (`maxTimeMS`, the write, the reads); nothing bounded by hand.\n\
              - **official** (the `mongodb` crate {driver}): `{official}`, every other option at its default. An \
              operation is `run_command({{ping: 1}})` bounded at {wait} s by `tokio::time::timeout`: this driver \
              has no checkout timeout and no timeoutMS. It retries, with backoff, an operation whose error is \
