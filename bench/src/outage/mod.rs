@@ -1251,7 +1251,8 @@ fn document(o: &OutageOptions, body: &str, loads: &[String], secs: f64, path: &P
          runs for every pool, {runs} times. Each cell is the minimum–maximum over the {runs} runs.\n\n\
          ```sh\ncargo run --release -p bench -- outage --out docs\n```\n\n\
          (this run: `bench {args}`, {secs:.0} s). The *targets* column compares the worst run with issue 16's \
-         targets.\n\n\
+         targets and issue 50's (at most 25 connects a second to a refusing server; the recovery against \
+         deadpool's: `outage --refuse-only`, [below](#connects-during-an-outage)).\n\n\
          **Caveats.** The machine is shared: {cores} cores, other builds running beside the benchmark; load \
          averages (1, 5, 15 min) at the start and after each run: {loads}. Millisecond figures include the \
          scheduling delay of a loaded machine (a task woken late returns late). The refusal is the proxy's, on \
