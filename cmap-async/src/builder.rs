@@ -38,7 +38,7 @@ pub const DEFAULT_WAIT_QUEUE_TIMEOUT: Duration = Duration::from_secs(30);
 /// The reconnect backoff of a pool built without explicit
 /// [`PoolOptions`](crate::PoolOptions): the core's [`Reconnect::default`]
 /// (100 ms doubling up to 10 s for `minPoolSize`; while checkouts wait,
-/// one probe at a time, 4 ms doubling up to 60 ms), never giving up,
+/// one probe at a time, 15 ms doubling up to 60 ms), never giving up,
 /// because a pool without a topology monitor has nobody else to mark it
 /// ready again once the server is back.
 ///

@@ -46,7 +46,7 @@ pub struct Reconnect {
     /// its own and emit [`crate::Event::ReconnectGaveUp`].
     pub give_up_after: Option<Duration>,
     /// The longest pause between attempts while checkouts wait for a
-    /// connection. The pause doubles from 4 ms at each failure up to this
+    /// connection. The pause doubles from 15 ms at each failure up to this
     /// (between half and all of it, at random), with one connect at a time
     /// after a network error: a refusing server gets about
     /// 1 ÷ (0.75 × this) connects a second from the pool, and one that

@@ -288,7 +288,7 @@ impl Sim {
         // While checkouts wait for more than is being made, a ready pool
         // wakes for its next attempt within the pause's bound: the backoff
         // neither outgrows its cap nor outlives a success (it starts again
-        // from 4 ms).
+        // from 15 ms).
         if let Some(by) = f.retry_by {
             if state == PoolState::Ready && self.waiting.len() > self.pending.len() {
                 let wake = self.pool.poll_timeout();

@@ -53,7 +53,7 @@
 //! backoff's timing is jittered; the model checks that one that holds
 //! starts no connection in the rest of the failing step, that a ready pool
 //! with more checkouts waiting than connections pending then wakes no
-//! later than the pause's bound (4 ms doubled per consecutive failure,
+//! later than the pause's bound (15 ms doubled per consecutive failure,
 //! counted again from the last success or give-up, capped by
 //! `max_delay_while_waiting` and the full delay), and that
 //! `ReconnectGaveUp` comes exactly with the failure at which

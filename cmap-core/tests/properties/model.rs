@@ -224,7 +224,7 @@ pub(crate) struct Failure {
     /// The pool gives up reconnecting with this failure.
     pub(crate) gives_up: bool,
     /// When the pool next tries for waiting checkouts at the latest: the
-    /// failure's instant plus the pause's bound (4 ms doubled per
+    /// failure's instant plus the pause's bound (15 ms doubled per
     /// consecutive failure, capped by `max_delay_while_waiting` and by the
     /// full backoff's delay).
     pub(crate) retry_by: Option<Instant>,

@@ -538,7 +538,7 @@ fn the_full_backoff_end_still_wakes_the_pool_after_the_short_one() {
     support::fail_establish_with(&mut h.pool, h.now, id, cmap_core::EstablishErrorKind::Network).unwrap();
     h.drain();
     assert!(h.establishing.is_empty());
-    // Past the short end (at most 4 ms), before the full one (50 to 100 ms).
+    // Past the short end (at most 10 ms), before the full one (50 to 100 ms).
     h.advance(20);
     let end = h.pool.poll_timeout().expect("a wake-up");
     assert!(
@@ -599,7 +599,7 @@ fn a_paused_pool_wakes_for_its_auto_ready_not_for_the_population_backoff() {
             .unwrap(),
     );
     // A labelled failure: the pool stays ready, with a backoff for
-    // minPoolSize of 50 to 100 ms and one of 2 to 4 ms for waiters.
+    // minPoolSize of 50 to 100 ms and one of 7.5 to 15 ms for waiters.
     h.check_out();
     let first = h.establishing.pop().unwrap();
     support::fail_establish_with(&mut h.pool, h.now, first, cmap_core::EstablishErrorKind::Network).unwrap();

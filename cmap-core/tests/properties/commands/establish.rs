@@ -122,7 +122,7 @@ impl Sim {
                 self.failures += 1;
                 let doubled =
                     |base: u64| Duration::from_millis(base).saturating_mul(1 << (self.failures - 1).min(31));
-                let bound = doubled(4)
+                let bound = doubled(15)
                     .min(Duration::from_millis(waiting))
                     .min(doubled(initial).min(Duration::from_millis(max)));
                 retry_by = Some(at + bound);
