@@ -1235,7 +1235,7 @@ fn document(o: &OutageOptions, body: &str, loads: &[String], secs: f64, path: &P
     format!(
         "# Reliability: the pools when the server misbehaves\n\n\
          What happens to an application's checkouts when PostgreSQL refuses connections, drops them, or stops \
-         answering, measured for cmap-tokio and cmap-blocking beside deadpool 0.13 and bb8 0.9 (issue 16).\n\n\
+         answering, measured for cmap-tokio and cmap-blocking beside deadpool 0.13 and bb8 0.9 (issues 16 and 50).\n\n\
          ## How it is measured\n\n\
          `bench outage` puts a TCP fault proxy written for it (`bench/src/outage/proxy.rs`, on tokio, loopback \
          only) in front of the local PostgreSQL (127.0.0.1:5432, trust authentication). The proxy passes, \
