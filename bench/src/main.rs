@@ -68,7 +68,10 @@ commands:
            the spike alone, with the adaptive pace too, new connections held A ms or every packet
            delayed B ms (a long link); `outage --soak --pools P --minutes M`: one pool for an hour, a
            cut every 30 s, memory and fds each minute (`--soak-report A.tsv,B.tsv` tables them);
-           `outage --flood`: 100,000 1 ms checkouts and 10,000 cancelled waiters on cmap-tokio
+           `outage --flood`: 100,000 1 ms checkouts and 10,000 cancelled waiters on cmap-tokio;
+           `outage --refuse-only [--runs N] [--pools A,B]`: the refuse-8 s scenario alone, cmap-tokio,
+           cmap-blocking and cmap-local with either pace beside deadpool and bb8, connects a second
+           during the refusal and the recovery against the targets
   soak-core
            cmap-core's pool on virtual time for --hours H (default 24), random inputs, its
            invariants checked after each one; --seed S
@@ -201,7 +204,9 @@ fn parse(args: Vec<String>) -> Result<Options, String> {
             "--help" => o.command = "help".to_owned(),
             // `outage --chaos | --soak | --soak-report | --flood`: the rest is theirs
             // (bench/src/outage/chaos.rs, soak.rs, flood.rs).
-            "--chaos" | "--soak" | "--soak-report" | "--flood" | "--spike-only" if o.command == "outage" => {
+            "--chaos" | "--soak" | "--soak-report" | "--flood" | "--spike-only" | "--refuse-only"
+                if o.command == "outage" =>
+            {
                 o.fleet_args = std::iter::once(arg.clone()).chain(it.by_ref()).collect();
             }
             _ => return Err(format!("unknown option {arg}")),
@@ -447,6 +452,7 @@ fn run(o: &Options) -> Result<(), String> {
             "--soak" => outage::soak::run(&o.fleet_args)?,
             "--soak-report" => outage::soak::report(&o.fleet_args)?,
             "--spike-only" => outage::adaptive::run(&o.fleet_args)?,
+            "--refuse-only" => outage::refusals::run(&o.fleet_args)?,
             _ => outage::flood::run(&o.fleet_args)?,
         },
         "soak-core" => soak_core::run(&o.fleet_args)?,

@@ -36,28 +36,20 @@ pub const DEFAULT_RESET_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_WAIT_QUEUE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The reconnect backoff of a pool built without explicit
-/// [`PoolOptions`](crate::PoolOptions): 100 ms doubling up to 10 s for `minPoolSize`, at
-/// most 5 ms between attempts while checkouts wait, and never giving up,
+/// [`PoolOptions`](crate::PoolOptions): the core's [`Reconnect::default`]
+/// (100 ms doubling up to 10 s for `minPoolSize`; while checkouts wait,
+/// one probe at a time, 15 ms doubling up to 60 ms), never giving up,
 /// because a pool without a topology monitor has nobody else to mark it
 /// ready again once the server is back.
-///
-/// The 5 ms (2.5–5 ms with jitter) is what serves waiting checkouts within
-/// 20 ms of a server's return with a connect of 5–10 ms: the first attempt
-/// after the return begins within one pause, and serves a waiter one
-/// connect later. It costs at most
-/// maxConnecting attempts per pause while checkouts wait, each refused at
-/// once by a server that is down; a server that accepts slowly holds each
-/// attempt for its connect instead, and the pause does not add to that.
 ///
 /// ```
 /// let r = cmap_async::default_reconnect();
 /// assert_eq!(r.give_up_after, None);
-/// assert_eq!(r.max_delay_while_waiting, std::time::Duration::from_millis(5));
+/// assert_eq!(r.max_delay_while_waiting, std::time::Duration::from_millis(60));
 /// ```
 pub fn default_reconnect() -> Reconnect {
     Reconnect {
         give_up_after: None,
-        max_delay_while_waiting: Duration::from_millis(5),
         ..Reconnect::default()
     }
 }

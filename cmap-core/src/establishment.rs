@@ -183,14 +183,14 @@ impl<C> Pool<C> {
 
     /// Whether a connection may be started now, for waiting checkouts
     /// (`for_waiters`) or for minPoolSize: ready, under maxPoolSize and
-    /// maxConnecting (or the adaptive pace's limit), and past the
-    /// reconnect backoff that applies.
+    /// maxConnecting (or the adaptive pace's limit; one probe while the
+    /// server refuses), and past the reconnect backoff that applies.
     #[inline]
     pub(crate) fn can_start_connection(&self, for_waiters: bool) -> bool {
         let o = &self.options;
         self.state == PoolState::Ready
             && (!o.is_capped() || self.conns.total() < o.max_pool_size as usize)
-            && self.conns.pending_len() < self.pace.limit as usize
+            && self.conns.pending_len() < self.connecting_limit() as usize
             && self.backoff.hold_until(for_waiters).is_none_or(|t| t <= self.now)
     }
 

@@ -23,10 +23,9 @@
 //!   after a clear, additive from the minimum;
 //! - **one probe while refused**: after a labelled refusal the limit is a
 //!   single connect until one succeeds, then `min` again (TCP's loss
-//!   window of one segment after a timeout, below its initial window). A
-//!   second connect in the same round tells the pool nothing more about a
-//!   refusing server, and a fleet of pools retrying through backoff sends
-//!   it half as many.
+//!   window of one segment after a timeout, below its initial window). The
+//!   pool probes so whatever its pace (`backoff.rs`); here the probe's
+//!   success also sets where the window starts again.
 //!
 //! Connects already in flight are never abandoned by a fall: the limit
 //! only gates new ones. The state is plain data, moved by the instants and

@@ -62,8 +62,9 @@ pub struct Stats {
     pub returns_bad: u64,
     /// How many connections may be established at once when the stats
     /// were taken: `maxConnecting`, or where the adaptive pace stands
-    /// (`PoolOptionsBuilder::adaptive_connecting`; 1 while it probes a
-    /// refusing server). Not a counter.
+    /// (`PoolOptionsBuilder::adaptive_connecting`); 1, with either, while
+    /// the pool probes a server whose last connect failed with a network
+    /// error. Not a counter.
     pub connecting_limit: u32,
     /// Times the adaptive pace fell back to its minimum: a connect refused
     /// with a backpressure label, or one much slower than the recent
@@ -140,7 +141,7 @@ impl<C> Pool<C> {
             requests,
             usage_time,
             wait_time,
-            connecting_limit: self.pace.limit,
+            connecting_limit: self.connecting_limit(),
             ..self.stats.clone()
         }
     }

@@ -120,8 +120,8 @@ fn keep_waiting_on_overload_retries_within_the_checkouts_deadline() {
     assert!(h.failed.is_empty(), "the checkout keeps waiting");
     assert_eq!(h.pool.status().waiting, 1);
     assert!(h.establishing.is_empty(), "held back by the backoff");
-    // While a checkout waits the backoff is capped at 10 ms (5..=10 with
-    // jitter), not the 100 ms of the full backoff.
+    // While a checkout waits the first pause is 15 ms capped at 10 ms here
+    // (5..=10 with jitter), not the 100 ms of the full backoff.
     let wake = h.pool.poll_timeout().unwrap();
     let delay = wake - h.now;
     assert!(
@@ -140,6 +140,178 @@ fn keep_waiting_on_overload_retries_within_the_checkouts_deadline() {
     assert_eq!(h.delivered.len(), 1);
     assert_eq!(h.delivered[0].0, w);
     assert_eq!(h.pool.stats().requests_failed, 0);
+}
+
+/// A pool whose checkouts keep waiting through refusals, with five of
+/// them queued on two connects (maxConnecting 2).
+fn five_waiting(adaptive: bool, cap_ms: u64) -> Harness {
+    let mut b = opts()
+        .keep_waiting_on_overload(true)
+        .reconnect(Some(Reconnect {
+            max_delay_while_waiting: Duration::from_millis(cap_ms),
+            ..backoff()
+        }))
+        .max_pool_size(10)
+        .seed(11);
+    if adaptive {
+        b = b.adaptive_connecting(cmap_core::AdaptiveConnecting { min: 2, max: 10 });
+    }
+    let mut h = Harness::ready(b.build().unwrap());
+    for _ in 0..5 {
+        h.check_out();
+    }
+    h.drain();
+    assert_eq!(h.establishing.len(), 2, "maxConnecting");
+    h
+}
+
+/// Refuses every pending connect; the pause until the next start.
+fn refuse_all(h: &mut Harness) -> Duration {
+    for id in std::mem::take(&mut h.establishing) {
+        h.pool.handle_establish_failed(h.now, id, refused()).unwrap();
+    }
+    h.drain();
+    assert!(h.establishing.is_empty(), "held back by the pause");
+    let wake = h.pool.poll_timeout().expect("the pause's end");
+    let pause = wake - h.now;
+    h.now = wake;
+    h.pool.handle_timeout(h.now);
+    h.drain();
+    pause
+}
+
+/// Spec: the pace of retries is the pool's ("Backpressure-enabled" asks
+/// for backoff). After a network error, one probe at a time instead of
+/// maxConnecting, fixed pace or adaptive; the first success brings back
+/// the full pace (maxConnecting, or the adaptive pace's minimum).
+#[test]
+fn a_refusing_server_gets_one_probe_at_a_time_until_a_success() {
+    for adaptive in [false, true] {
+        let mut h = five_waiting(adaptive, 60);
+        for round in 0..6 {
+            refuse_all(&mut h);
+            assert_eq!(
+                h.establishing.len(),
+                1,
+                "one probe (round {round}, adaptive {adaptive})"
+            );
+            assert_eq!(h.pool.stats().connecting_limit, 1);
+        }
+        let probe = h.establishing.remove(0);
+        h.pool
+            .handle_established(h.now, probe, support::Conn(99), None)
+            .unwrap();
+        h.drain();
+        assert_eq!(h.delivered.len(), 1);
+        assert_eq!(h.pool.stats().connecting_limit, 2, "adaptive {adaptive}");
+        assert_eq!(
+            h.establishing.len(),
+            2,
+            "the full pace at once (adaptive {adaptive})"
+        );
+        assert!(h.pool.last_establish_error().is_none());
+    }
+}
+
+/// The probe is for network errors only: with `EstablishFailure::KeepReady`
+/// an unlabelled failure (authentication) keeps maxConnecting, and a
+/// network error after it still brings the probe.
+#[test]
+fn only_a_network_error_brings_the_probe() {
+    let mut h = Harness::ready(
+        opts()
+            .establish_failure(cmap_core::EstablishFailure::KeepReady)
+            .reconnect(Some(backoff()))
+            .max_pool_size(10)
+            .build()
+            .unwrap(),
+    );
+    for _ in 0..6 {
+        h.check_out();
+    }
+    h.drain();
+    let first = h.establishing.remove(0);
+    h.pool.handle_establish_failed(h.now, first, denied()).unwrap();
+    h.drain();
+    h.advance(10);
+    assert_eq!(
+        h.establishing.len(),
+        2,
+        "maxConnecting after an authentication failure"
+    );
+    assert_eq!(h.pool.stats().connecting_limit, 2);
+    for id in std::mem::take(&mut h.establishing) {
+        h.pool.handle_establish_failed(h.now, id, refused()).unwrap();
+    }
+    h.drain();
+    h.advance(10);
+    assert_eq!(h.establishing.len(), 1, "one probe after a refusal");
+}
+
+/// The pause while checkouts wait doubles from 15 ms up to
+/// `max_delay_while_waiting`, each between half and all of its bound: a
+/// refusing server gets a few connects a second, not hundreds. It doubles
+/// per failure: the two connects of maxConnecting refused together double
+/// it twice. A success starts it over from 15 ms.
+#[test]
+fn the_pause_while_waiting_doubles_from_15_ms_to_its_cap_and_a_success_resets_it() {
+    for cap in [60, 25] {
+        let mut h = five_waiting(false, cap);
+        let ms = Duration::from_millis;
+        let mut total = Duration::ZERO;
+        for k in 0..40u32 {
+            let pause = refuse_all(&mut h);
+            // The first round refuses two connects, each later one the probe.
+            let bound = ms(15 << (k + 1).min(20)).min(ms(cap));
+            assert!(
+                pause >= bound / 2 && pause <= bound,
+                "pause {k}: {pause:?}, bound {bound:?} (cap {cap} ms)"
+            );
+            total += pause;
+        }
+        // 40 attempts over at least 35 pauses at the cap, half of it or more.
+        assert!(total >= ms(cap) * 35 / 2, "{total:?}");
+        let probe = h.establishing.remove(0);
+        h.pool
+            .handle_established(h.now, probe, support::Conn(99), None)
+            .unwrap();
+        h.drain();
+        let pause = refuse_all(&mut h);
+        assert!(
+            pause >= ms(15) && pause <= ms(30),
+            "after a success, two refused: {pause:?}"
+        );
+    }
+}
+
+/// Over an outage, the default pause keeps a pool's attempts to a few a
+/// second, while a server that comes back is probed within the cap: the
+/// rate the docs state (1 ÷ (0.75 × 60 ms), about 22 a second) on virtual
+/// time.
+#[test]
+fn an_outage_of_8_s_gets_about_22_connects_a_second() {
+    let mut h = Harness::ready(
+        opts()
+            .keep_waiting_on_overload(true)
+            .reconnect(Some(Reconnect::default()))
+            .max_pool_size(10)
+            .seed(3)
+            .build()
+            .unwrap(),
+    );
+    for _ in 0..50 {
+        h.check_out();
+    }
+    h.drain();
+    let start = h.now;
+    let mut attempts = 0u32;
+    let mut longest = Duration::ZERO;
+    while h.now - start < Duration::from_secs(8) {
+        attempts += h.establishing.len() as u32;
+        longest = longest.max(refuse_all(&mut h));
+    }
+    assert!((150..=200).contains(&attempts), "{attempts} attempts in 8 s");
+    assert!(longest <= Duration::from_millis(60), "{longest:?}");
 }
 
 #[test]

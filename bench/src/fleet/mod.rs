@@ -56,7 +56,7 @@ pool:
   --min-pool-size N      [0]
   --max-connecting N     [2]
   --waiting-pause-ms MS  the reconnect backoff's longest pause while checkouts wait
-                         (Reconnect::max_delay_while_waiting) [the builder's: 5]
+                         (Reconnect::max_delay_while_waiting) [the builder's: 60]
 server:
   --connect-ms MS        connect + handshake + auth, mean [20]
   --connect-jitter F     ± fraction of it [0.5]

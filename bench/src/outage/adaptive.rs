@@ -22,7 +22,7 @@ pub const BLOCKING: &str = "cmap-blocking, adaptive";
 
 /// The pace of the adaptive rows: from the spec's default maxConnecting
 /// up to maxPoolSize.
-const PACE: AdaptiveConnecting = AdaptiveConnecting {
+pub const PACE: AdaptiveConnecting = AdaptiveConnecting {
     min: 2,
     max: SPIKE_MAX,
 };

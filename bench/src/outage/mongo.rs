@@ -253,6 +253,9 @@ struct Outcome {
     /// Server connections opened during the run, and open at its end.
     opened: Option<f64>,
     open_at_end: Option<f64>,
+    /// Connections the pool created while the server refused, per second
+    /// (its `ConnectionCreated` events).
+    connects_during: Option<f64>,
 }
 
 /// FerretDB's counters: connections accepted, and closed.
@@ -293,7 +296,10 @@ fn drive(pool: &str, scenario: Scenario) -> Result<Outcome, String> {
         fault = Some(proxy.set(Mode::Refuse));
     }
     let rt = runtime();
-    let client = Arc::new(rt.block_on(Client::build(pool, proxy.port(), None))?);
+    let events = Arc::new(PoolEvents::default());
+    let created = || events.created.load(Ordering::Relaxed);
+    let mut created_at_fault = 0;
+    let client = Arc::new(rt.block_on(Client::build(pool, proxy.port(), Some(events.clone())))?);
     let stop = Arc::new(AtomicBool::new(false));
     let began = Instant::now();
     let until = began
@@ -315,6 +321,7 @@ fn drive(pool: &str, scenario: Scenario) -> Result<Outcome, String> {
         Scenario::Restart => {
             std::thread::sleep(WARM);
             fault = Some(proxy.set(Mode::Refuse));
+            created_at_fault = created();
             proxy.cut();
             std::thread::sleep(SHORT_DOWN);
             back = Some(proxy.set(Mode::Pass));
@@ -326,6 +333,12 @@ fn drive(pool: &str, scenario: Scenario) -> Result<Outcome, String> {
             back = Some(proxy.set(Mode::Pass));
         }
     }
+    let connects_during = match (fault, back) {
+        (Some(fault), Some(back)) if matches!(scenario, Scenario::Refuse(_) | Scenario::Restart) => {
+            Some((created() - created_at_fault) as f64 / (back - fault).as_secs_f64())
+        }
+        _ => None,
+    };
     if scenario != Scenario::Steady {
         std::thread::sleep(AFTER);
     }
@@ -362,6 +375,7 @@ fn drive(pool: &str, scenario: Scenario) -> Result<Outcome, String> {
         back,
         opened,
         open_at_end,
+        connects_during,
     })
 }
 

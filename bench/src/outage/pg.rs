@@ -84,7 +84,7 @@ fn config(port: u16, application_name: &str) -> tokio_postgres::Config {
 }
 
 /// A connect with `tokio-postgres`, its socket driven by a spawned task.
-async fn connect(setup: PgSetup) -> Result<Client, PgError> {
+pub(super) async fn connect(setup: PgSetup) -> Result<Client, PgError> {
     let counters = setup.counters.clone();
     counters.started.fetch_add(1, Ordering::Relaxed);
     let start = Instant::now();
@@ -99,7 +99,7 @@ async fn connect(setup: PgSetup) -> Result<Client, PgError> {
 }
 
 /// The check before a connection is handed out.
-async fn check(client: &Client, round_trip: bool) -> Result<(), PgError> {
+pub(super) async fn check(client: &Client, round_trip: bool) -> Result<(), PgError> {
     if client.is_closed() {
         return Err(PgError::Closed);
     }
@@ -143,7 +143,7 @@ impl From<tokio_postgres::Error> for PgError {
 
 /// As `cmap-tokio/examples/support/pg_manager.rs` sorts them: the
 /// server's answers by SQLSTATE, otherwise the socket's error.
-fn classify(error: &PgError) -> EstablishErrorKind {
+pub(super) fn classify(error: &PgError) -> EstablishErrorKind {
     let db = match error {
         PgError::Postgres(e) => e.as_db_error(),
         PgError::Closed => return EstablishErrorKind::Network,

@@ -153,9 +153,9 @@ impl Sim {
         // started connections left more pending than it allowed.
         let limit = self.pool.stats().connecting_limit;
         ensure!(
-            limit == self.pace.limit,
+            limit == self.pace.allowed(),
             "the pool's establishment pace is {limit}, the model's {}",
-            self.pace.limit
+            self.pace.allowed()
         );
         ensure!(
             s.pending <= self.step_pending || s.pending <= self.pace_bound as usize,
@@ -284,6 +284,23 @@ impl Sim {
                 f.kind,
                 f.connection_errors
             );
+        }
+        // While checkouts wait for more than is being made, a ready pool
+        // wakes for its next attempt within the pause's bound: the backoff
+        // neither outgrows its cap nor outlives a success (it starts again
+        // from 15 ms).
+        if let Some(by) = f.retry_by {
+            if state == PoolState::Ready && self.waiting.len() > self.pending.len() {
+                let wake = self.pool.poll_timeout();
+                ensure!(
+                    wake.is_some_and(|w| w <= by),
+                    "after failure {} of connection {}, the pool wakes at {:?}, past the pause's bound {:?}",
+                    self.failures,
+                    f.id,
+                    wake.map(|w| w - self.t0),
+                    by - self.t0
+                );
+            }
         }
         ensure!(
             self.gave_up_events == u32::from(f.gives_up),

@@ -50,11 +50,17 @@
 //! that clears nothing; `SystemOverloadedError` and `RetryableError` are on
 //! the error of the `Fail`, its `ConnectionCheckOutFailed` and the
 //! `ConnectionClosed` for a network failure and on none for the others. The
-//! backoff's timing is jittered and not followed; the model checks that
-//! one that holds starts no connection in the rest of the failing step,
-//! and that `ReconnectGaveUp` comes exactly with the failure at which
+//! backoff's timing is jittered; the model checks that one that holds
+//! starts no connection in the rest of the failing step, that a ready pool
+//! with more checkouts waiting than connections pending then wakes no
+//! later than the pause's bound (15 ms doubled per consecutive failure,
+//! counted again from the last success or give-up, capped by
+//! `max_delay_while_waiting` and the full delay), and that
+//! `ReconnectGaveUp` comes exactly with the failure at which
 //! `give_up_after` has passed since the first failure without a success.
-//! No `Establish` at any point of an input goes beyond maxConnecting.
+//! No `Establish` at any point of an input goes beyond maxConnecting, nor
+//! beyond one probe while the last establishment failed with a network
+//! error (either pace; `Stats::connecting_limit` says 1 meanwhile).
 //!
 //! With an adaptive establishment pace (`adaptive_connecting`, in 30% of
 //! the cases), the model predicts the pace from the connects' latencies

@@ -53,9 +53,15 @@ pub(crate) enum CState {
 /// - the fastest recent connect is the first one's latency, then after
 ///   each connect the smaller of that connect's and the previous figure
 ///   raised by 1/16 of itself (by 1 ms at least).
+///
+/// Whichever the pace, fixed or adaptive, the pool starts one connect at a
+/// time (a probe) while the last establishment failed with a network error,
+/// until one succeeds (`allowed`).
 #[derive(Debug)]
 pub(crate) struct PaceModel {
     pub(crate) limit: u32,
+    /// The last establishment failed with a network error.
+    pub(crate) probing: bool,
     ceiling: u32,
     /// Connects since the last step of one.
     since_step: u32,
@@ -70,11 +76,28 @@ impl PaceModel {
             .unwrap_or((opts.max_connecting, opts.max_connecting));
         PaceModel {
             limit,
+            probing: false,
             ceiling,
             since_step: 0,
             fastest: None,
             bounds: opts.adaptive,
         }
+    }
+
+    /// How many may be pending before the pool starts another: the
+    /// pace's limit, or one probe.
+    pub(crate) fn allowed(&self) -> u32 {
+        if self.probing {
+            self.limit.min(1)
+        } else {
+            self.limit
+        }
+    }
+
+    /// A pending connection's establishment ended: a failure with a
+    /// network error brings the probe, anything else ends it.
+    pub(crate) fn ended(&mut self, network_error: bool) {
+        self.probing = network_error;
     }
 
     /// The most connections ever pending at once.
@@ -200,6 +223,11 @@ pub(crate) struct Failure {
     pub(crate) backoff_holds: bool,
     /// The pool gives up reconnecting with this failure.
     pub(crate) gives_up: bool,
+    /// When the pool next tries for waiting checkouts at the latest: the
+    /// failure's instant plus the pause's bound (15 ms doubled per
+    /// consecutive failure, capped by `max_delay_while_waiting` and by the
+    /// full backoff's delay).
+    pub(crate) retry_by: Option<Instant>,
     /// Its `ConnectionClosed` came (what follows it comes after the
     /// backoff was set).
     pub(crate) closed_seen: bool,
@@ -346,6 +374,9 @@ pub(crate) struct Sim {
     /// With a reconnect backoff: since when establishing has failed
     /// without a success (the pool gives up `give_up_after` from there).
     pub(crate) failing_since: Option<Instant>,
+    /// Consecutive failures since the last success (with a reconnect
+    /// backoff; giving up starts the count again).
+    pub(crate) failures: u32,
     /// `ReconnectGaveUp` events this step.
     pub(crate) gave_up_events: u32,
     /// The measures the events judged since the last drain call for
@@ -449,6 +480,7 @@ impl Sim {
             arriving: None,
             failure: None,
             failing_since: None,
+            failures: 0,
             gave_up_events: 0,
             measured: Vec::new(),
             kept_waiting: 0,

@@ -31,13 +31,14 @@ pub struct Tables {
     tables: Vec<(Table, Vec<Better>)>,
 }
 
-const FAULT_COLUMNS: [(&str, Unit, Better); 6] = [
+const FAULT_COLUMNS: [(&str, Unit, Better); 7] = [
     ("failed operations", Unit::Count, Better::Lower),
     ("of them checkouts", Unit::Count, Better::Lower),
     ("first success after return (ms)", Unit::Ms, Better::Lower),
     ("slowest operation (ms)", Unit::Ms, Better::LowerPastDeadline),
     ("latest return past the deadline (ms)", Unit::Ms, Better::Neither),
     ("server connections opened", Unit::Count, Better::Neither),
+    ("connects during the outage (/s)", Unit::Count, Better::Lower),
 ];
 
 fn table(
@@ -87,7 +88,9 @@ impl Tables {
                      `pool.get()` errors (ours; the official driver's checkout is inside `run_command`); *first \
                      success after return*: from the instant the proxy accepted again; *slowest operation*: the \
                      longest any operation took; *latest return past the deadline*: that, less the 5 s deadline \
-                     (–: no operation reached it).",
+                     (–: no operation reached it); *connects during the outage*: the pool's `ConnectionCreated` \
+                     events while the proxy refused, per second (the official driver's monitor probes, every \
+                     500 ms, are not the pool's and not counted).",
                     &FAULT_COLUMNS,
                 ),
                 table(
@@ -160,6 +163,7 @@ impl Tables {
                 slowest,
                 late,
                 o.opened,
+                o.connects_during,
             ]
         };
         let (table, _) = &mut self.tables[index];

@@ -23,7 +23,8 @@ impl Sim {
         // pool's clock once this input has moved it.
         let latency = now.max(self.pool_now) - self.conn(id)?.created_at;
         self.pace.established(latency);
-        self.pace_bound = self.pace_bound.max(self.pace.limit);
+        self.pace.ended(false);
+        self.pace_bound = self.pace_bound.max(self.pace.allowed());
         self.arrival = Some(Arrival {
             id,
             over: self.over_size_with_arrival(now),
@@ -32,6 +33,7 @@ impl Sim {
         });
         // A success resets the reconnect backoff.
         self.failing_since = None;
+        self.failures = 0;
         self.move_conn(id, &[CState::Pending], CState::Pooled)?;
         let sid = self.opts.load_balanced.then_some(ServiceId([service; 12]));
         if let Some(sid) = sid {
@@ -95,19 +97,35 @@ impl Sim {
         } else if clears {
             self.pace.cleared();
         }
+        // And whichever the pace, a network error leaves one probe; any
+        // other failure ends it, and the connects this step starts may use
+        // the whole pace.
+        self.pace.ended(kind.labelled());
+        self.pace_bound = self.pace_bound.max(self.pace.allowed());
         let (victim, kept) = if keeps_waiting {
             (None, requester)
         } else {
             (requester, None)
         };
-        // The reconnect backoff (its timing is jittered: only whether it
-        // holds at all, and when it gives up, are followed).
+        // The reconnect backoff (its timing is jittered: whether it holds
+        // at all, when it gives up, and the latest instant of the next
+        // attempt for waiting checkouts are followed).
         let mut gives_up = false;
-        if let Some((_, _, give_up, _)) = self.opts.reconnect {
+        let mut retry_by = None;
+        if let Some((initial, max, give_up, waiting)) = self.opts.reconnect {
             let since = *self.failing_since.get_or_insert(at);
             gives_up = give_up.is_some_and(|g| at - since >= Duration::from_millis(g));
             if gives_up {
                 self.failing_since = None;
+                self.failures = 0;
+            } else {
+                self.failures += 1;
+                let doubled =
+                    |base: u64| Duration::from_millis(base).saturating_mul(1 << (self.failures - 1).min(31));
+                let bound = doubled(15)
+                    .min(Duration::from_millis(waiting))
+                    .min(doubled(initial).min(Duration::from_millis(max)));
+                retry_by = Some(at + bound);
             }
         }
         self.failure = Some(Failure {
@@ -118,6 +136,7 @@ impl Sim {
             state_before: self.pool.state(),
             backoff_holds: self.opts.reconnect.is_some() && !gives_up,
             gives_up,
+            retry_by,
             closed_seen: false,
             connection_errors: 0,
         });

@@ -27,9 +27,9 @@ impl Sim {
             // Any clear: the server failed, and an adaptive pace falls
             // back; from a probe that is up to its minimum, which the
             // connects this step starts (a load-balanced pool stays ready)
-            // may use.
+            // may use, unless the pool still probes a refusing server.
             self.pace.cleared();
-            self.pace_bound = self.pace_bound.max(self.pace.limit);
+            self.pace_bound = self.pace_bound.max(self.pace.allowed());
         }
         let r = self.handle_plain(now, Input::Clear(clear))?;
         if clears {

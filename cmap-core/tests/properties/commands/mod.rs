@@ -47,7 +47,7 @@ impl Sim {
         self.resize = None;
         self.arrival = None;
         self.step_outputs = 0;
-        self.pace_bound = self.pace.limit;
+        self.pace_bound = self.pace.allowed();
         self.step_pending = self.pending.len();
         let now = self.wall;
         match *step {

@@ -113,7 +113,7 @@ impl Sim {
             return None;
         }
         let max = self.opts.max_pool_size as usize;
-        let max_connecting = self.pace.limit as usize;
+        let max_connecting = self.pace.allowed() as usize;
         let room = |total: usize, pending: usize| (max == 0 || total < max) && pending < max_connecting;
         while self.waiting.len() > pending && room(total, pending) {
             total += 1;
