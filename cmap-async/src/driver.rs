@@ -16,6 +16,9 @@
 //! | [`Settings`], [`pool_builder_setters!`](crate::pool_builder_setters) | every builder option under one name, one signature and one doc comment, and how the settings become the pool's address and options |
 //! | [`classify`], [`Classify`] | a connect error's kind from a user's closure or the error's `source()` chain, for managers that do not know it |
 //! | [`connect`] | one establishment as every async driver runs it: the manager's `connect` under a panic guard, bounded by the connect timeout, labelled by its kind, given up when aborted |
+//! | [`Inner`], [`Deferred`], [`Perform`], [`OwnCheckout`] | a threaded driver's state under its lock (core, waiters' slots, abort switches, armed deadline), one input's drain into the work after the lock, and that work carried out in order |
+//! | [`Slot`], [`SharedSlot`], [`take_outcome`] | where a queued checkout waits: a [`Waker`](std::task::Waker) woken when the slot is filled (a task's, or one that unparks a thread) |
+//! | [`EventHub`], [`Interrupts`], [`Abort`], [`Panics`], [`Leaks`], `Flight` | events in the core's order, interrupted connections, an establishment's abort switch, caught panics, leak detection with a blocking watcher turn, the flight recorder |
 //!
 //! The driver's side of the contract, whatever its lock or runtime:
 //!
@@ -38,6 +41,16 @@ pub use crate::export::{Measured, Metrics};
 pub use crate::leak::{Back, LeakBook, LeakNext, LeakReport};
 pub use crate::panics::{catch_panic, catch_panic_in, CatchPanic, CountPanics};
 pub use crate::setters::Settings;
+
+pub use crate::abort::Abort;
+pub use crate::events::{subscriber, EventHub, Subscriber};
+#[cfg(feature = "recorder")]
+pub use crate::flight::Flight;
+pub use crate::interrupt::Interrupts;
+pub use crate::leak::{Caller, Leaks};
+pub use crate::panics::Panics;
+pub use crate::slot::{take_outcome, Handed, SharedSlot, Slot, SlotFill};
+pub use crate::under_lock::{fill_slot, Deferred, Inner, OwnCheckout, Perform};
 
 use std::sync::Arc;
 

@@ -40,7 +40,7 @@ use crate::sync::{Mutex, MutexGuard};
 
 /// A subscriber, called once per batch of events, oldest first; it catches
 /// a panic of user code itself (see [`subscriber`]).
-pub(crate) type Subscriber = Arc<dyn Fn(&[Event], &Panics) + Send + Sync>;
+pub type Subscriber = Arc<dyn Fn(&[Event], &Panics) + Send + Sync>;
 
 #[cfg(not(loom))]
 thread_local! {
@@ -76,7 +76,7 @@ type Subscribers = Vec<(u64, Subscriber)>;
 
 /// A callback of the user's as a subscriber: a panic in it misses the one
 /// event it was called with.
-pub(crate) fn subscriber(callback: impl Fn(&Event) + Send + Sync + 'static) -> Subscriber {
+pub fn subscriber(callback: impl Fn(&Event) + Send + Sync + 'static) -> Subscriber {
     Arc::new(move |events: &[Event], panics: &Panics| {
         for event in events {
             let _ = panics.call(Hook::EventCallback, || callback(event));
@@ -96,9 +96,11 @@ struct Turn {
     version: u64,
 }
 
-/// The event queue and subscribers of one pool.
+/// The event queue and subscribers of one pool: what [`Inner::drain`](crate::driver::Inner::drain)
+/// takes an input's events into, and delivers them from in the core's
+/// order, one thread at a time. Part of the [driver layer](crate::driver).
 #[derive(Default)]
-pub(crate) struct EventHub {
+pub struct EventHub {
     /// Events of inputs that found the turn taken; appended under the
     /// pool's lock (the lock order is stated in `shared/mod.rs`).
     queue: Mutex<Vec<Event>>,
@@ -121,6 +123,13 @@ pub(crate) struct EventHub {
     /// The pool's count of caught panics: a callback or a `tracing`
     /// subscriber that panics misses that event, and delivery goes on.
     pub(crate) panics: Arc<Panics>,
+}
+
+impl EventHub {
+    /// The pool's count of caught panics, shared with every hook's guard.
+    pub fn panics(&self) -> &Arc<Panics> {
+        &self.panics
+    }
 }
 
 /// The events one input drains, on their way to the subscribers.
@@ -279,13 +288,15 @@ impl Drop for Emptied<'_> {
 }
 
 impl EventHub {
+    /// Whether the core should build events (someone subscribes, or the
+    /// log messages are on): for `cmap_core::Pool::set_events_enabled`.
     #[inline]
-    pub(crate) fn wanted(&self) -> bool {
+    pub fn wanted(&self) -> bool {
         self.wanted.load(Ordering::Relaxed)
     }
 
     /// Looks again at the subscribers and at the log level.
-    pub(crate) fn refresh(&self) {
+    pub fn refresh(&self) {
         let subscribed = !self.subscribers.lock().is_empty();
         self.wanted
             .store(subscribed || logging::log_enabled(), Ordering::Relaxed);
@@ -321,7 +332,8 @@ impl EventHub {
         self.hold(self.turn.lock()).deliver();
     }
 
-    pub(crate) fn on_batch(self: &Arc<Self>, subscriber: Subscriber) -> Subscription {
+    /// Subscribes `subscriber` (see [`subscriber`]) to every event from now on.
+    pub fn on_batch(self: &Arc<Self>, subscriber: Subscriber) -> Subscription {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         {
             let mut subs = self.subscribers.lock();
@@ -335,7 +347,8 @@ impl EventHub {
         }
     }
 
-    pub(crate) fn stream(self: &Arc<Self>) -> EventStream {
+    /// Every event from now on, as a stream.
+    pub fn stream(self: &Arc<Self>) -> EventStream {
         let channel = Arc::new(Channel::default());
         let sender = Sender(channel.clone());
         let Subscription { hub, id } = self.on_batch(Arc::new(move |events: &[Event], _: &Panics| {

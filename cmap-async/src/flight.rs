@@ -11,9 +11,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use cmap_core::{Address, Recording};
 
 /// The flight recorder's settings and whether its incident was reported.
-pub(crate) struct Flight {
+/// Part of the [driver layer](crate::driver).
+pub struct Flight {
     /// Entries kept (see `cmap_core::Pool::start_recording`).
-    pub(crate) capacity: usize,
+    pub capacity: usize,
     /// Where an incident's recording is written.
     dir: Option<PathBuf>,
     /// An incident is reported once: the recording stops at it.
@@ -21,7 +22,9 @@ pub(crate) struct Flight {
 }
 
 impl Flight {
-    pub(crate) fn new(capacity: usize, dir: Option<PathBuf>) -> Flight {
+    /// A recorder of `capacity` entries, writing an incident's recording
+    /// in `dir` (see [`report_incident`]).
+    pub fn new(capacity: usize, dir: Option<PathBuf>) -> Flight {
         Flight {
             capacity,
             dir,
@@ -30,7 +33,7 @@ impl Flight {
     }
 
     /// The recording of an incident not reported yet, under the lock.
-    pub(crate) fn take_incident<C>(&self, core: &cmap_core::Pool<C>) -> Option<Recording> {
+    pub fn take_incident<C>(&self, core: &cmap_core::Pool<C>) -> Option<Recording> {
         core.recording_incident()?;
         if self.reported.swap(true, Ordering::Relaxed) {
             return None;
@@ -39,7 +42,7 @@ impl Flight {
     }
 
     /// Logs the incident and writes its recording, after the lock.
-    pub(crate) fn report(&self, address: &Address, recording: &Recording) {
+    pub fn report(&self, address: &Address, recording: &Recording) {
         report_incident(address, recording, self.dir.as_deref());
     }
 }

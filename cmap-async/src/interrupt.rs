@@ -16,9 +16,10 @@ use std::task::{Context, Poll};
 use cmap_core::{Address, ConnectionId, InterruptedError};
 use event_listener::{Event, EventListener};
 
-/// The interrupted connections of one pool, still checked out.
+/// The interrupted connections of one pool, still checked out. Part of
+/// the [driver layer](crate::driver).
 #[derive(Default)]
-pub(crate) struct Interrupts {
+pub struct Interrupts {
     ids: Mutex<BTreeSet<ConnectionId>>,
     /// How many ids the set holds, so a check-in skips the lock when none.
     len: AtomicUsize,
@@ -41,14 +42,14 @@ impl Interrupts {
     }
 
     /// Wakes every [`Interrupted`] future, which looks for its id.
-    pub(crate) fn notify(&self) {
+    pub fn notify(&self) {
         self.event.notify(usize::MAX);
     }
 
     /// Forgets a connection given back or detached. Inlined: most pools
     /// never interrupt, and then this is one load.
     #[inline]
-    pub(crate) fn forget(&self, id: ConnectionId) {
+    pub fn forget(&self, id: ConnectionId) {
         if self.len.load(Ordering::Acquire) != 0 {
             self.remove(id);
         }
@@ -60,8 +61,9 @@ impl Interrupts {
         self.len.store(set.len(), Ordering::Release);
     }
 
+    /// Whether connection `id` was interrupted while checked out.
     #[inline]
-    pub(crate) fn contains(&self, id: ConnectionId) -> bool {
+    pub fn contains(&self, id: ConnectionId) -> bool {
         self.len.load(Ordering::Acquire) != 0 && self.listed(id)
     }
 

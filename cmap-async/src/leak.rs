@@ -35,10 +35,12 @@ use crate::shared::Shared;
 use crate::util::race;
 
 /// Where a `get()` was called: `#[track_caller]` on the checkout methods.
-pub(crate) type Caller = &'static Location<'static>;
+pub type Caller = &'static Location<'static>;
 
-/// One pool's leak detection, present only when a threshold is set.
-pub(crate) struct Leaks {
+/// One pool's leak detection, present only when a threshold is set: a
+/// [`LeakBook`] under its own mutex, the watcher's wake-up and the count
+/// of reports. Part of the [driver layer](crate::driver).
+pub struct Leaks {
     book: Mutex<LeakBook>,
     /// Wakes the watcher: an entry to watch when none was, the pool
     /// closed, or a reset after fork.
@@ -242,7 +244,7 @@ impl LeakReport {
 
 impl Leaks {
     /// Leak detection with `threshold`; `None` for no threshold or zero.
-    pub(crate) fn new(threshold: Option<Duration>) -> Option<Box<Leaks>> {
+    pub fn new(threshold: Option<Duration>) -> Option<Box<Leaks>> {
         Some(Box::new(Leaks {
             book: Mutex::new(LeakBook::new(threshold)?),
             wake: Event::new(),
@@ -255,12 +257,12 @@ impl Leaks {
     }
 
     /// Guards reported so far.
-    pub(crate) fn detected(&self) -> u64 {
+    pub fn detected(&self) -> u64 {
         self.detected.load(Ordering::Acquire)
     }
 
     /// Connection `id` was checked out at `since`, by `caller`.
-    pub(crate) fn checked_out(&self, id: ConnectionId, since: Instant, caller: Caller) {
+    pub fn checked_out(&self, id: ConnectionId, since: Instant, caller: Caller) {
         if self.book().checked_out(id, since, caller) {
             self.wake.notify_additional(1);
         }
@@ -268,7 +270,7 @@ impl Leaks {
 
     /// Connection `id` came back at `now`: one INFO note if it had been
     /// reported.
-    pub(crate) fn returned(&self, id: ConnectionId, now: Instant, address: &Address, back: Back) {
+    pub fn returned(&self, id: ConnectionId, now: Instant, address: &Address, back: Back) {
         let (report, exit) = {
             let mut book = self.book();
             let report = book.returned(id, now);
@@ -283,13 +285,13 @@ impl Leaks {
     }
 
     /// The pool closed: the watcher ends once every guard is back.
-    pub(crate) fn close(&self) {
+    pub fn close(&self) {
         self.book().close();
         self.wake.notify_additional(1);
     }
 
     /// Wakes every watcher (a reset after fork replaces it).
-    pub(crate) fn wake_all(&self) {
+    pub fn wake_all(&self) {
         self.wake.notify(usize::MAX);
     }
 
@@ -304,6 +306,30 @@ impl Leaks {
             self.detected.fetch_add(1, Ordering::Release);
         }
         next
+    }
+}
+
+impl Leaks {
+    /// A blocking watcher's turn: reports the guards held past the
+    /// threshold at `now`, then blocks the calling thread until the next
+    /// deadline or a wake-up; `false` when the watcher ends (the pool
+    /// closed with every guard back). The caller holds the pool weakly,
+    /// and not across this call.
+    pub fn watch_turn(&self, now: Instant, address: &Address) -> bool {
+        use event_listener::Listener;
+        // Listen before looking, so a wake-up in between is not lost.
+        let listener = self.wake.listen();
+        match self.scan(now, address) {
+            LeakNext::Exit => false,
+            LeakNext::Sleep(None) => {
+                listener.wait();
+                true
+            }
+            LeakNext::Sleep(Some(deadline)) => {
+                let _ = listener.wait_deadline(deadline);
+                true
+            }
+        }
     }
 }
 

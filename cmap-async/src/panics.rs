@@ -142,7 +142,7 @@ fn caught(counter: &impl CountPanics, hook: Hook, payload: &(dyn Any + Send)) ->
 /// One pool's count of caught panics, shared by everything that calls
 /// user code.
 #[derive(Default)]
-pub(crate) struct Panics {
+pub struct Panics {
     caught: AtomicU64,
 }
 
@@ -160,13 +160,13 @@ impl CountPanics for Panics {
 
 impl Panics {
     /// Panics caught so far.
-    pub(crate) fn count(&self) -> u64 {
+    pub fn count(&self) -> u64 {
         self.caught.load(Ordering::Relaxed)
     }
 
     /// Runs `f`, user code; a panic in it is caught, logged, counted and
     /// returned as [`Panicked`].
-    pub(crate) fn call<T>(&self, hook: Hook, f: impl FnOnce() -> T) -> Result<T, Panicked> {
+    pub fn call<T>(&self, hook: Hook, f: impl FnOnce() -> T) -> Result<T, Panicked> {
         catch_panic(self, hook, f)
     }
 

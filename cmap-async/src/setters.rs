@@ -410,7 +410,7 @@ macro_rules! pool_builder_setters {
             /// Subscribes a callback before the pool exists, so it sees the
             /// `ConnectionPoolCreated` and `ConnectionPoolReady` events too.
             on_event(self, callback: impl Fn(&$crate::Event) + Send + Sync + 'static) {
-                self.callbacks.push($crate::events::subscriber(callback));
+                self.callbacks.push($crate::driver::subscriber(callback));
             }
         }
     };

@@ -19,7 +19,7 @@ pub(crate) use loom::sync::{atomic, Arc, MutexGuard};
 /// loom's mutex with parking_lot's interface (no poisoning).
 #[cfg(loom)]
 #[derive(Debug, Default)]
-pub(crate) struct Mutex<T>(loom::sync::Mutex<T>);
+pub struct Mutex<T>(loom::sync::Mutex<T>);
 
 #[cfg(loom)]
 impl<T> Mutex<T> {

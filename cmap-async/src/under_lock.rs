@@ -13,9 +13,13 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::task::Waker;
 use std::time::Instant;
 
-use cmap_core::{Action, CheckOutError, ConnectionId, HandOver, Output, Pool as Core, Pooled, WaiterId};
+use cmap_core::{
+    Action, CheckOutError, ConnectionId, EstablishError, HandOver, Output, Pool as Core, Pooled, ServiceId,
+    WaiterId,
+};
 
 use crate::abort::Abort;
 use crate::events::{EventHub, Outbox};
@@ -24,12 +28,16 @@ use crate::interrupt::Interrupts;
 use crate::slot::{Handed, SharedSlot, SlotFill};
 use crate::spare_slots::SpareSlots;
 
-/// The state behind the pool's lock. The core comes first (`repr(C)`):
-/// its hot fields then share the lock word's cache lines (see
-/// `cmap_core::Pool` and `Shared::inner`).
+/// The state behind a threaded driver's lock: the core, the waiters'
+/// slots, the abort switches of establishments, the timer's deadline.
+/// Part of the [driver layer](crate::driver): cmap-async's pool and
+/// cmap-blocking's keep it in a `Mutex`. The core comes first
+/// (`repr(C)`): its hot fields then share the lock word's cache lines
+/// (see `cmap_core::Pool` and `Shared::inner`).
 #[repr(C)]
-pub(crate) struct Inner<C> {
-    pub(crate) core: Core<C>,
+pub struct Inner<C> {
+    /// The pool's state machine.
+    pub core: Core<C>,
     /// Checkouts that did not complete in the input that started them.
     pub(crate) waiters: IdMap<SharedSlot<C>>,
     /// Slots of checkouts handed a connection, for the next that wait.
@@ -40,7 +48,7 @@ pub(crate) struct Inner<C> {
     /// The abort switch of every connection being established.
     pub(crate) establishing: BTreeMap<ConnectionId, Arc<Abort>>,
     /// The deadline the timer task sleeps until (`None`: no deadline).
-    pub(crate) armed: Option<Instant>,
+    pub armed: Option<Instant>,
     /// The newest connection id the core asked to establish.
     pub(crate) last_issued: Option<ConnectionId>,
     /// After a fork: connections up to this id are the parent's, and are
@@ -49,14 +57,15 @@ pub(crate) struct Inner<C> {
 }
 
 /// What an input defers until the pool's lock is released: decided under
-/// the lock, in order, and carried out after it (steps 7 to 9 of the input
-/// cycle, `shared/cycle.rs`).
+/// the lock ([`Inner::drain`]), in order, and carried out after it
+/// ([`Deferred::perform`]; steps 7 to 9 of the input cycle,
+/// `shared/cycle.rs`).
 ///
 /// Most inputs (a served checkout, a check-in) leave nothing, or one
 /// outcome for a waiting checkout (a check-in handing its connection to the
 /// oldest waiter): that much is kept inline, and everything rarer in a box
 /// built on first use, so the common input builds and drops no vector.
-pub(crate) struct Deferred<'a, C> {
+pub struct Deferred<'a, C> {
     /// The first outcome to put in its slot, when it is a connection (the
     /// common case: a check-in handing its connection to the oldest
     /// waiter), kept small; any other outcome goes to `rare`.
@@ -101,7 +110,7 @@ impl<C> Default for Deferred<'_, C> {
 impl<C> Deferred<'_, C> {
     /// Nothing to do after the lock: the common served checkout or
     /// check-in nobody waited for.
-    pub(crate) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         #[cfg(feature = "metrics")]
         if self.measured.is_some() {
             return false;
@@ -126,7 +135,7 @@ impl<C> Deferred<'_, C> {
 
     /// Puts an outcome in its slot once the lock is released, after the
     /// outcomes before it.
-    pub(crate) fn fill(&mut self, (slot, outcome): SlotFill<C>) {
+    pub fn fill(&mut self, (slot, outcome): SlotFill<C>) {
         let first = self.served.is_none() && self.rare.as_ref().is_none_or(|rare| rare.fills.is_empty());
         match outcome {
             Ok(connection) if first => self.served = Some((slot, connection)),
@@ -135,15 +144,123 @@ impl<C> Deferred<'_, C> {
     }
 }
 
+/// How a driver carries out a [`Deferred`] once its lock is released
+/// ([`Deferred::perform`] decides the order): what differs between
+/// drivers, how they start a connect, close connections and wake their
+/// timer.
+pub trait Perform<C> {
+    /// Starts establishing connection `id` (a task, a thread), given up
+    /// when `abort` fires; its result goes back as one input
+    /// ([`Inner::finish_establish`]).
+    fn establish(&self, id: ConnectionId, abort: Arc<Abort>);
+    /// Drops connections the core closed, off the caller's path (a close
+    /// may be I/O), each under a panic guard.
+    fn close(&self, connections: Vec<C>);
+    /// Wakes the timer: its deadline moved earlier ([`Inner::rearm`]).
+    fn wake_timer(&self);
+    /// Checks in a connection whose checkout went away before its slot was
+    /// filled, as a new input.
+    fn check_in(&self, connection: Pooled<C>);
+    /// Wakes whoever waits on interrupted connections (default: nobody).
+    fn interrupted(&self) {}
+    /// Applies what the input left the metrics (default: nothing, for a
+    /// driver that never sets them).
+    #[cfg(feature = "metrics")]
+    fn measured(&self, measured: crate::export::Measured) {
+        let _ = measured;
+    }
+}
+
+impl<C> Deferred<'_, C> {
+    /// Carries out what an input drained, outside the lock, in the
+    /// layer's order: connects started, connections closed, aborts fired,
+    /// interrupted guards and the timer woken, metrics applied; then the
+    /// events delivered; then, last, the waiters' slots filled, so that no
+    /// checkout returns before its `ConnectionCheckedOut` or
+    /// `ConnectionCheckOutFailed` is out.
+    pub fn perform(self, driver: &impl Perform<C>) {
+        if self.is_empty() {
+            return;
+        }
+        let Deferred {
+            served,
+            rare,
+            interrupt,
+            rearm,
+            events,
+            #[cfg(feature = "metrics")]
+            measured,
+        } = self;
+        let mut later = Vec::new();
+        if let Some(rare) = rare {
+            let RareDeferred {
+                fills,
+                establish,
+                close,
+                abort,
+            } = *rare;
+            later = fills;
+            for (id, abort) in establish {
+                driver.establish(id, abort);
+            }
+            if !close.is_empty() {
+                driver.close(close);
+            }
+            for abort in abort {
+                abort.fire();
+            }
+        }
+        if interrupt {
+            driver.interrupted();
+        }
+        if rearm {
+            driver.wake_timer();
+        }
+        #[cfg(feature = "metrics")]
+        if let Some(measured) = measured {
+            driver.measured(measured);
+        }
+        events.deliver();
+        if let Some((slot, connection)) = served {
+            fill_slot(driver, (slot, Ok(connection)));
+        }
+        // Rare (a clear or close failing waiters): no iterator otherwise.
+        if !later.is_empty() {
+            later.into_iter().for_each(|fill| fill_slot(driver, fill));
+        }
+    }
+
+    /// Marks the timer for waking after the lock (what [`Inner::rearm`]
+    /// said).
+    pub fn set_rearm(&mut self, rearm: bool) {
+        self.rearm = rearm;
+    }
+
+    /// Sets what the input left the metrics (`Metrics::take`, under the
+    /// lock), to apply in [`perform`](Self::perform).
+    #[cfg(feature = "metrics")]
+    pub fn set_measured(&mut self, measured: Option<crate::export::Measured>) {
+        self.measured = measured;
+    }
+}
+
+/// Puts a waiting checkout's outcome in its slot and wakes it; if the
+/// checkout went away meanwhile, a connection goes back to the pool.
+pub fn fill_slot<C>(driver: &impl Perform<C>, (slot, outcome): SlotFill<C>) {
+    if let Some(unwanted) = crate::slot::fill(&slot, outcome) {
+        driver.check_in(unwanted);
+    }
+}
+
 /// The checkout the current input started itself (as against the waiters
 /// queued by earlier inputs, which get a [`SlotFill`]): served without a
 /// slot or a waker when its outcome is among the outputs of that same
 /// input. Inputs that start no checkout pass an empty one.
-pub(crate) struct OwnCheckout<C> {
+pub struct OwnCheckout<C> {
     /// Its waiter id, when the core queued it (`CheckOut::Later`).
-    pub(crate) id: Option<WaiterId>,
+    pub id: Option<WaiterId>,
     /// Its outcome, when this input decided it.
-    pub(crate) outcome: Option<Result<Pooled<C>, CheckOutError>>,
+    pub outcome: Option<Result<Pooled<C>, CheckOutError>>,
 }
 
 impl<C> Default for OwnCheckout<C> {
@@ -156,7 +273,8 @@ impl<C> Default for OwnCheckout<C> {
 }
 
 impl<C> Inner<C> {
-    pub(crate) fn new(mut core: Core<C>) -> Inner<C> {
+    /// The state around a new core.
+    pub fn new(mut core: Core<C>) -> Inner<C> {
         // Events are delivered apart from actions anyway (see `events`):
         // taking them in bulk spares moving each through the stream.
         core.set_events_apart(true);
@@ -174,14 +292,14 @@ impl<C> Inner<C> {
 
     /// The `now` for an input whose clock was read (`read`) before it took
     /// the lock: never earlier than the `now` of an input before it.
-    pub(crate) fn clock(&self, read: Instant) -> Instant {
+    pub fn clock(&self, read: Instant) -> Instant {
         read.max(self.core.now())
     }
 
     /// Drains at most `limit` outputs into `deferred`; returns whether more
     /// are left. Completes waiters' slots and records interruptions here,
     /// under the lock, so that no later input can overtake them.
-    pub(crate) fn drain<'a>(
+    pub fn drain<'a>(
         &mut self,
         now: Instant,
         hub: &'a EventHub,
@@ -299,7 +417,7 @@ impl<C> Inner<C> {
     /// or complete it), to fill once the lock is released and the input's
     /// events are out.
     #[inline]
-    pub(crate) fn check_in(
+    pub fn check_in(
         &mut self,
         now: Instant,
         connection: Pooled<C>,
@@ -343,7 +461,7 @@ impl<C> Inner<C> {
 
     /// Whether the timer task must be woken: the core's deadline moved
     /// earlier than the one it sleeps until (now armed for it).
-    pub(crate) fn rearm(&mut self) -> bool {
+    pub fn rearm(&mut self) -> bool {
         match self.core.poll_timeout() {
             Some(next) if self.armed.is_none_or(|armed| next < armed) => {
                 self.armed = Some(next);
@@ -353,11 +471,66 @@ impl<C> Inner<C> {
         }
     }
 
+    /// Step 5 for a checkout the input queued and did not complete: its
+    /// slot (a spare one when there is one) put in the waiters, holding
+    /// `waker`, which filling it wakes.
+    #[inline]
+    pub fn queue(&mut self, id: WaiterId, waker: &Waker) -> SharedSlot<C> {
+        let slot = self.spare_slots.take(waker);
+        self.waiters.insert(id, slot.clone());
+        slot
+    }
+
+    /// The newest connection id the core asked to establish: a connection
+    /// with a greater id was made after this was read.
+    pub fn last_issued(&self) -> Option<ConnectionId> {
+        self.last_issued
+    }
+
+    /// Whether checkouts wait in slots.
+    #[inline]
+    pub fn has_waiters(&self) -> bool {
+        !self.waiters.is_empty()
+    }
+
+    /// Reports the outcome of establishing `id` (the connection and its
+    /// service, or the error) to the core; its drain follows.
+    pub fn finish_establish(
+        &mut self,
+        now: Instant,
+        id: ConnectionId,
+        result: Result<(C, Option<ServiceId>), EstablishError>,
+    ) {
+        self.establishing.remove(&id);
+        // `Err` only for an id the core never issued: not the case here.
+        let _ = match result {
+            Ok((conn, service_id)) => self.core.handle_established(now, id, conn, service_id),
+            Err(error) => self.core.handle_establish_failed(now, id, error),
+        };
+    }
+
+    /// The spec's fork rule ("Forking") as one input: every connection
+    /// made so far is the parent's (its close is a leak, never a drop,
+    /// see [`Inner::drain`]), the core resets, a ready pool is ready
+    /// again, and the timer is disarmed (the driver starts a new one,
+    /// which arms itself).
+    pub fn reset_after_fork(&mut self, now: Instant) {
+        self.inherited = self.last_issued;
+        let was_ready = self.core.state() == cmap_core::PoolState::Ready;
+        self.core.handle_reset_after_fork(now);
+        if was_ready {
+            // The reset paused it. A ready pool had no monitor to wait
+            // for (or had one that readied it): ready again, as built.
+            let _ = self.core.handle_ready(now);
+        }
+        self.armed = None;
+    }
+
     /// Whether the input just handled left no action (events aside): the
     /// common served checkout and check-in nobody waits for, which skip the
     /// drain and the work after the lock (the fast path of the input cycle).
     #[inline]
-    pub(crate) fn left_no_action(&self) -> bool {
+    pub fn left_no_action(&self) -> bool {
         !self.core.has_output()
     }
 }

@@ -76,9 +76,9 @@ use crate::events::Outbox;
 use crate::manager::ManageConnection;
 use crate::panics::Hook;
 use crate::runtime::Runtime;
-use crate::slot::{lock_slot, Handed, SharedSlot, Slot, SlotFill};
+use crate::slot::{Handed, SharedSlot, SlotFill};
 use crate::sync::atomic::Ordering;
-use crate::under_lock::{Deferred, Inner, OwnCheckout, RareDeferred};
+use crate::under_lock::{Deferred, Inner, OwnCheckout, Perform};
 
 /// One input, from the lock (steps 1 and 2, [`Shared::cycle`]) to its
 /// last slot filled, ended by the input's own call. Small, with its hot
@@ -183,9 +183,7 @@ impl<'a, M: ManageConnection, R: Runtime> Cycle<'a, M, R> {
         let (hub, interrupts, now) = (&self.shared.events, &self.shared.interrupts, self.read.at);
         let more = (self.locked).drain(now, hub, interrupts, deferred, own, limit);
         #[cfg(feature = "metrics")]
-        {
-            deferred.measured = self.shared.measured(&mut self.locked);
-        }
+        deferred.set_measured(self.shared.measured(&mut self.locked));
         more
     }
 
@@ -237,9 +235,7 @@ impl<'a, M: ManageConnection, R: Runtime> Cycle<'a, M, R> {
     /// slot put in `Inner::waiters`, a spare one when there is one.
     #[inline]
     fn queue(&mut self, id: WaiterId, waker: &Waker) -> SharedSlot<M::Connection> {
-        let slot = self.locked.spare_slots.take(waker);
-        self.locked.waiters.insert(id, slot.clone());
-        slot
+        self.locked.queue(id, waker)
     }
 }
 
@@ -317,89 +313,52 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         }
     }
 
-    /// Steps 7 to 9: carries out what an input drained, outside the lock.
+    /// Steps 7 to 9: carries out what an input drained, outside the lock
+    /// (the order: [`Deferred::perform`]).
+    #[inline]
     fn perform(&self, deferred: Deferred<'_, M::Connection>) {
-        if deferred.is_empty() {
-            return;
-        }
-        let Deferred {
-            served,
-            rare,
-            interrupt,
-            rearm,
-            events,
-            #[cfg(feature = "metrics")]
-            measured,
-        } = deferred;
-        let mut later = Vec::new();
-        if let Some(rare) = rare {
-            let RareDeferred {
-                fills,
-                establish,
-                close,
-                abort,
-            } = *rare;
-            later = fills;
-            for (id, abort) in establish {
-                crate::establish::spawn(self, id, abort);
-            }
-            if !close.is_empty() {
-                // Off the caller's path: dropping may mean I/O (a goodbye
-                // message, a TLS close). A drop that panics is counted and
-                // logged, and the others are still dropped.
-                let panics = self.events.panics.clone();
-                self.rt.spawn(async move {
-                    for connection in close {
-                        let _ = panics.call(Hook::Close, || drop(connection));
-                    }
-                });
-            }
-            for abort in abort {
-                abort.fire();
-            }
-        }
-        if interrupt {
-            self.interrupts.notify();
-        }
-        if rearm {
-            self.wake_timer();
-        }
-        #[cfg(feature = "metrics")]
-        self.apply_measured(measured);
-        events.deliver();
-        // After the events: a checkout served or failed by this input must
-        // not see its outcome before its `ConnectionCheckedOut` or
-        // `ConnectionCheckOutFailed` (and log message) is out, as the
-        // spec emits them before the checkout returns.
-        if let Some((slot, connection)) = served {
-            self.fill((slot, Ok(connection)));
-        }
-        // Rare (a clear or close failing waiters): no iterator otherwise.
-        if !later.is_empty() {
-            later.into_iter().for_each(|fill| self.fill(fill));
-        }
+        deferred.perform(self);
     }
 
     /// Puts a waiting checkout's outcome in its slot and wakes it; if its
     /// future was dropped meanwhile (it found its waiter already gone, so
     /// it cancelled nothing), a connection goes back to the pool.
-    pub(crate) fn fill(&self, (slot, outcome): SlotFill<M::Connection>) {
-        let mut state = lock_slot(&slot);
-        match &mut *state {
-            Slot::Waiting(waker) => {
-                let waker = waker.take();
-                *state = Slot::Done(outcome);
-                drop(state);
-                if let Some(waker) = waker {
-                    waker.wake();
-                }
+    pub(crate) fn fill(&self, fill: SlotFill<M::Connection>) {
+        crate::under_lock::fill_slot(self, fill);
+    }
+}
+
+impl<M: ManageConnection, R: Runtime> Perform<M::Connection> for Shared<M, R> {
+    fn establish(&self, id: cmap_core::ConnectionId, abort: std::sync::Arc<crate::abort::Abort>) {
+        crate::establish::spawn(self, id, abort);
+    }
+
+    fn close(&self, close: Vec<M::Connection>) {
+        // Off the caller's path: dropping may mean I/O (a goodbye
+        // message, a TLS close). A drop that panics is counted and
+        // logged, and the others are still dropped.
+        let panics = self.events.panics.clone();
+        self.rt.spawn(async move {
+            for connection in close {
+                let _ = panics.call(Hook::Close, || drop(connection));
             }
-            Slot::Done(_) | Slot::Taken => {
-                drop(state);
-                if let Ok(connection) = outcome {
-                    self.check_in(connection);
-                }
-            }
-        }
+        });
+    }
+
+    fn wake_timer(&self) {
+        Shared::wake_timer(self);
+    }
+
+    fn check_in(&self, connection: Pooled<M::Connection>) {
+        Shared::check_in(self, connection);
+    }
+
+    fn interrupted(&self) {
+        self.interrupts.notify();
+    }
+
+    #[cfg(feature = "metrics")]
+    fn measured(&self, measured: crate::export::Measured) {
+        self.apply_measured(Some(measured));
     }
 }

@@ -178,7 +178,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     }
 
     /// Wakes the timer task: its deadline moved earlier.
-    fn wake_timer(&self) {
+    pub(crate) fn wake_timer(&self) {
         // `additional`: a listener notified but never to be polled (the
         // parent's timer task, in a forked child) must not use up the
         // notification meant for the live timer task.
@@ -197,14 +197,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
                 Err(panicked) => Err(EstablishError::other(panicked)),
             }
         });
-        self.input(|inner, now| {
-            inner.establishing.remove(&id);
-            // `Err` only for an id the core never issued: not the case here.
-            let _ = match result {
-                Ok((conn, service_id)) => inner.core.handle_established(now, id, conn, service_id),
-                Err(error) => inner.core.handle_establish_failed(now, id, error),
-            };
-        });
+        self.input(|inner, now| inner.finish_establish(now, id, result));
         self.established.notify(usize::MAX);
     }
 
@@ -217,20 +210,7 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
         // task is gone. A new one takes over; an old one still running (a
         // call without a fork) sees the epoch move and ends.
         let epoch = self.timer_epoch.fetch_add(1, Ordering::AcqRel) + 1;
-        self.input(|inner, now| {
-            // Every connection made so far is the parent's: its close is a
-            // leak, never a drop (see `Inner::drain`).
-            inner.inherited = inner.last_issued;
-            let was_ready = inner.core.state() == PoolState::Ready;
-            inner.core.handle_reset_after_fork(now);
-            if was_ready {
-                // The reset paused it. A ready pool had no monitor to wait
-                // for (or had one that readied it): ready again, as built.
-                let _ = inner.core.handle_ready(now);
-            }
-            // Nobody sleeps until the old deadline; the new task arms itself.
-            inner.armed = None;
-        });
+        self.input(|inner, now| inner.reset_after_fork(now));
         self.timer.notify(usize::MAX);
         self.rt.spawn(timer::run(self.me.clone(), epoch));
         // The leak watcher is gone too (or, without a fork, ends on the
