@@ -1,14 +1,16 @@
-//! Building a synchronous pool: the async pool's builder, on
-//! [`ThreadRuntime`], with the manager wrapped in [`SyncManager`].
+//! Building a synchronous pool: every setter of the other drivers'
+//! builders (`pool_builder_setters!` over the driver layer's `Settings`).
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use cmap_async::driver::{EventHub, Leaks, Settings, Subscriber};
 use cmap_async::BuildError;
 
 use crate::fork;
-use crate::manager::{ManageConnection, SyncManager};
+use crate::manager::ManageConnection;
 use crate::pool::Pool;
-use crate::runtime::ThreadRuntime;
+use crate::shared::Shared;
 
 /// Builds a [`Pool`], with the defaults and settings of
 /// [`cmap_async::PoolBuilder`]: its setters are generated from the same
@@ -27,7 +29,9 @@ use crate::runtime::ThreadRuntime;
 /// ```
 #[must_use = "a builder does nothing until `build`"]
 pub struct PoolBuilder<M: ManageConnection> {
-    inner: cmap_async::PoolBuilder<SyncManager<M>, ThreadRuntime>,
+    settings: Settings,
+    callbacks: Vec<Subscriber>,
+    _manager: std::marker::PhantomData<fn() -> M>,
 }
 
 impl<M: ManageConnection> Default for PoolBuilder<M> {
@@ -40,35 +44,67 @@ impl<M: ManageConnection> PoolBuilder<M> {
     /// A builder with the defaults.
     pub fn new() -> Self {
         PoolBuilder {
-            inner: cmap_async::PoolBuilder::new(),
+            settings: Settings::default(),
+            callbacks: Vec::new(),
+            _manager: std::marker::PhantomData,
         }
     }
 
-    fn map(
-        self,
-        f: impl FnOnce(
-            cmap_async::PoolBuilder<SyncManager<M>, ThreadRuntime>,
-        ) -> cmap_async::PoolBuilder<SyncManager<M>, ThreadRuntime>,
-    ) -> Self {
-        PoolBuilder { inner: f(self.inner) }
-    }
-
-    cmap_async::pool_builder_setters!(forward);
+    cmap_async::pool_builder_setters!(own);
 
     /// Builds the pool and starts its background thread.
     ///
     /// # Errors
     ///
     /// No address, a bad address, or invalid options.
-    pub fn build(self, manager: M) -> Result<Pool<M>, BuildError> {
+    pub fn build(mut self, manager: M) -> Result<Pool<M>, BuildError> {
         fork::watch();
-        let inner = self.inner.build_on(SyncManager::new(manager), ThreadRuntime)?;
-        Ok(Pool::from_async(inner))
+        let settings = &mut self.settings;
+        let (address, options) = settings.resolve(|| manager.address())?;
+        let hub = Arc::new(EventHub::default());
+        for callback in self.callbacks {
+            // Dropping the handle keeps the callback.
+            let _ = hub.on_batch(callback);
+        }
+        hub.refresh();
+        // Spec: the pool is created paused and emits ConnectionPoolCreated.
+        let core = cmap_async::cmap_core::Pool::new(Instant::now(), address.clone(), options.clone());
+        #[cfg(feature = "metrics")]
+        let metrics = settings
+            .metrics
+            .then(|| cmap_async::driver::Metrics::new(&address));
+        let shared = Shared::new(
+            manager,
+            address,
+            options.wait_queue_timeout(),
+            settings.connect_timeout,
+            core,
+            hub,
+            Leaks::new(settings.leak_detection_threshold),
+            #[cfg(feature = "recorder")]
+            match std::mem::take(&mut settings.flight) {
+                (0, _) => None,
+                (capacity, dir) => Some(Box::new(cmap_async::driver::Flight::new(capacity, dir))),
+            },
+            #[cfg(feature = "metrics")]
+            metrics,
+        );
+        if !settings.start_paused {
+            // A new pool is not closed: this cannot fail.
+            let _ = shared.input(|inner, now| inner.core.handle_ready(now));
+        }
+        #[cfg(feature = "recorder")]
+        if let Some(flight) = &shared.flight {
+            let capacity = flight.capacity;
+            shared.input(|inner, now| inner.core.start_recording(now, capacity));
+        }
+        shared.start_threads();
+        Ok(Pool::from_shared(shared))
     }
 
     /// Builds the pool and blocks until it holds minPoolSize open
     /// connections (with minPoolSize 0, until one checkout succeeds), at
-    /// most `timeout`: see [`cmap_async::PoolBuilder::build_and_wait`].
+    /// most `timeout`.
     ///
     /// # Errors
     ///

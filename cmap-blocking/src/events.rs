@@ -1,14 +1,14 @@
 //! The pool's events as a blocking iterator.
 
-use std::future::{poll_fn, Future};
-use std::pin::{pin, Pin};
-use std::task::Poll;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use cmap_async::{Event, EventStream};
 use futures_core::Stream;
 
-use crate::block_on::{block_on, Sleep};
+use crate::shared::thread_waker;
 
 /// Every event delivered after it was made, in the core's order, from
 /// [`Pool::events`](crate::Pool::events). As an [`Iterator`], `next`
@@ -52,14 +52,24 @@ impl Events {
     /// The next event, waiting at most `timeout`: `None` if none came (or
     /// the pool is gone).
     pub fn next_timeout(&mut self, timeout: Duration) -> Option<Event> {
-        let mut sleep = pin!(Sleep::until(Instant::now() + timeout));
-        let stream = &mut self.stream;
-        block_on(poll_fn(|cx| {
-            if let Poll::Ready(event) = Pin::new(&mut *stream).poll_next(cx) {
-                return Poll::Ready(event);
+        self.next_until(Instant::now().checked_add(timeout))
+    }
+
+    /// The next event, the thread parked until one comes (the stream's
+    /// waker unparks it) or `deadline` passes.
+    fn next_until(&mut self, deadline: Option<Instant>) -> Option<Event> {
+        let waker = thread_waker();
+        let mut cx = Context::from_waker(&waker);
+        loop {
+            if let Poll::Ready(event) = Pin::new(&mut self.stream).poll_next(&mut cx) {
+                return event;
             }
-            sleep.as_mut().poll(cx).map(|()| None)
-        }))
+            match deadline.map(|d| d.saturating_duration_since(Instant::now())) {
+                None => thread::park(),
+                Some(left) if left.is_zero() => return None,
+                Some(left) => thread::park_timeout(left),
+            }
+        }
     }
 }
 
@@ -67,7 +77,6 @@ impl Iterator for Events {
     type Item = Event;
 
     fn next(&mut self) -> Option<Event> {
-        let stream = &mut self.stream;
-        block_on(poll_fn(|cx| Pin::new(&mut *stream).poll_next(cx)))
+        self.next_until(None)
     }
 }

@@ -1,9 +1,11 @@
 //! # cmap-blocking
 //!
 //! The [`cmap_core`] connection pool for code with no async runtime, on OS
-//! threads. It is not a second pool: it is [`cmap_async`]'s, driven by a
-//! [`ThreadRuntime`] (each task on a worker thread, sleeping by parking
-//! it), behind a synchronous facade.
+//! threads, written directly on the driver layer
+//! ([`cmap_async::driver`]): a `Mutex` around the core, a `get()` that
+//! parks its thread until its slot is filled, a timer thread per pool
+//! parked until the core's next deadline, connects on threads of their
+//! own. No async runtime and no executor.
 //!
 //! - [`Pool`] — built with [`Pool::builder`]; [`Pool::get`] blocks the
 //!   calling thread at most the wait-queue timeout and returns a
@@ -13,10 +15,8 @@
 //!   or the [`Events`] iterator, and the spec's log messages through
 //!   `tracing` (target [`LOG_TARGET`]).
 //! - [`ManageConnection`] — a synchronous manager: `connect` (run on a
-//!   worker thread, never the caller's and never under the pool's lock),
-//!   and optional `check`, `reset`, `is_broken`.
-//! - [`ThreadRuntime`], [`block_on`], [`unblock`] — the runtime, usable
-//!   with `cmap_async::Pool` directly.
+//!   thread of its own, never the caller's and never under the pool's
+//!   lock), and optional `check`, `reset`, `is_broken`.
 //! - Forks (Unix): a pool used in a forked child resets itself on its
 //!   first checkout there (spec: "Forking"), noticed without a system
 //!   call per checkout.
@@ -59,30 +59,28 @@
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
-mod block_on;
 mod builder;
 #[cfg(feature = "r2d2")]
 pub mod compat;
 mod events;
 #[allow(unsafe_code)]
 mod fork;
+mod guard;
 mod manager;
 mod pool;
-mod runtime;
-mod workers;
+mod shared;
 
-pub use block_on::{block_on, Sleep};
 pub use builder::PoolBuilder;
 pub use events::Events;
-pub use manager::{ManageConnection, SyncManager};
-pub use pool::{Pool, PooledConnection};
-pub use runtime::{unblock, ThreadRuntime, Unblock};
+pub use guard::PooledConnection;
+pub use manager::ManageConnection;
+pub use pool::Pool;
 
 pub use cmap_async;
 pub use cmap_async::cmap_core;
 pub use cmap_async::{
     default_reconnect, BuildError, ConnectTimeoutError, EstablishDroppedError, GetError, Hook, IdleCheck,
-    Interrupted, NotReadyError, Panicked, Runtime, Subscription, ToAddress, DEFAULT_CONNECT_TIMEOUT,
+    Interrupted, NotReadyError, Panicked, Subscription, ToAddress, DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_RESET_TIMEOUT, DEFAULT_WAIT_QUEUE_TIMEOUT, LOG_TARGET,
 };
 pub use cmap_async::{

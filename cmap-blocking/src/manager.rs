@@ -1,14 +1,8 @@
-//! The synchronous connection manager, and [`SyncManager`], which makes
-//! one a [`cmap_async::ManageConnection`].
+//! The synchronous connection manager.
 
-use std::future::{ready, Future};
-use std::ops::Deref;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cmap_async::{Address, EstablishErrorKind, ServiceId};
-
-use crate::runtime::unblock;
 
 /// Makes and looks after the connections of one pool, synchronously.
 ///
@@ -18,11 +12,11 @@ use crate::runtime::unblock;
 ///
 /// | hook | when | thread | on failure |
 /// | --- | --- | --- | --- |
-/// | [`connect`](ManageConnection::connect) | the pool needs a connection (a checkout, `minPoolSize`) | a worker thread, never the caller's, never under the pool's lock | as [`classify`](ManageConnection::classify) says: a network failure leaves the pool ready and retrying while checkouts keep waiting; any other fails the checkout that asked with `ConnectionError` and clears the pool |
+/// | [`connect`](ManageConnection::connect) | the pool needs a connection (a checkout, `minPoolSize`) | a thread of its own, never the caller's, never under the pool's lock | as [`classify`](ManageConnection::classify) says: a network failure leaves the pool ready and retrying while checkouts keep waiting; any other fails the checkout that asked with `ConnectionError` and clears the pool |
 /// | [`check`](ManageConnection::check) | before a connection is handed out | the thread in `get()` | it is closed and the checkout tries another one |
 /// | [`is_broken`](ManageConnection::is_broken) | when a guard is dropped | the dropping thread | it is closed (reason `error`) instead of being pooled |
 /// | [`reset`](ManageConnection::reset) | after `is_broken`, before it is pooled again | the dropping thread, before `drop` returns | it is closed (reason `error`) |
-/// | [`service_id`](ManageConnection::service_id) | right after `connect`, in load-balanced mode | a worker thread | - |
+/// | [`service_id`](ManageConnection::service_id) | right after `connect`, in load-balanced mode | the connect's thread | - |
 ///
 /// The builder's `connect_timeout` (10 s by default) bounds `connect`:
 /// past it, the checkout fails with `ConnectTimeoutError` and the call is
@@ -66,7 +60,7 @@ pub trait ManageConnection: Send + Sync + 'static {
     type Error: std::error::Error + Send + Sync + 'static;
 
     /// Opens a connection ready for use: TCP, handshake, authentication,
-    /// and any per-connection setup. Runs on a worker thread.
+    /// and any per-connection setup. Runs on a thread of its own.
     fn connect(&self) -> Result<Self::Connection, Self::Error>;
 
     /// What kind of failure a `connect` error was: a network error or
@@ -145,77 +139,5 @@ pub trait ManageConnection: Send + Sync + 'static {
     fn service_id(&self, conn: &Self::Connection) -> Option<ServiceId> {
         let _ = conn;
         None
-    }
-}
-
-/// A synchronous [`ManageConnection`] as the async pool's
-/// [`cmap_async::ManageConnection`]: `connect` runs on a worker thread
-/// ([`unblock`](crate::unblock)), so the async pool can time it out or
-/// abandon it, while `check`, `reset` and `is_broken` are done at once on
-/// the thread that asks, and are ready futures. It derefs to the manager.
-///
-/// [`Pool`](crate::Pool) wraps the manager in it; it is public because
-/// [`PooledConnection`](crate::PooledConnection) names it, and for use of
-/// `cmap_async::Pool<SyncManager<M>, ThreadRuntime>` directly.
-#[derive(Debug)]
-pub struct SyncManager<M>(Arc<M>);
-
-impl<M> SyncManager<M> {
-    /// Wraps `manager`.
-    pub fn new(manager: M) -> Self {
-        SyncManager(Arc::new(manager))
-    }
-}
-
-impl<M> Deref for SyncManager<M> {
-    type Target = M;
-    fn deref(&self) -> &M {
-        &self.0
-    }
-}
-
-impl<M: ManageConnection> cmap_async::ManageConnection for SyncManager<M> {
-    type Connection = M::Connection;
-    type Error = M::Error;
-    const CHECKS: bool = M::CHECKS;
-    const RESETS: bool = M::RESETS;
-
-    fn connect(&self) -> impl Future<Output = Result<M::Connection, M::Error>> + Send {
-        let manager = self.0.clone();
-        unblock(move || manager.connect())
-    }
-
-    fn classify(&self, error: &M::Error) -> EstablishErrorKind {
-        self.0.classify(error)
-    }
-
-    fn check(&self, conn: &mut M::Connection) -> impl Future<Output = Result<(), M::Error>> + Send {
-        ready(self.0.check(conn))
-    }
-
-    fn check_until(
-        &self,
-        conn: &mut M::Connection,
-        deadline: Option<Instant>,
-    ) -> impl Future<Output = Result<(), M::Error>> + Send {
-        // The blocking pool's runtime sleeps on the system clock.
-        let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-        ready(self.0.check_within(conn, remaining))
-    }
-
-    fn reset(&self, conn: &mut M::Connection) -> impl Future<Output = Result<(), M::Error>> + Send {
-        ready(self.0.reset(conn))
-    }
-
-    fn is_broken(&self, conn: &mut M::Connection) -> bool {
-        self.0.is_broken(conn)
-    }
-
-    fn address(&self) -> Option<Address> {
-        self.0.address()
-    }
-
-    fn service_id(&self, conn: &M::Connection) -> Option<ServiceId> {
-        self.0.service_id(conn)
     }
 }

@@ -1,56 +1,35 @@
-//! The synchronous `Pool`: `cmap_async::Pool` on [`ThreadRuntime`], each
-//! method waiting with [`block_on`] where the async one returns a future,
-//! and a fork check on every checkout.
+//! The synchronous `Pool`: every method one input of the core through
+//! the pool's cycle (`shared.rs`), `get()` parked in its slot while it
+//! waits, and a fork check on every checkout.
 
 use std::fmt;
-use std::pin::pin;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::panic::Location;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use cmap_async::{
     Address, Clear, Event, GetError, IdleCheck, NotReadyError, PoolOptions, Stats, Status, Subscription,
     UsageError,
 };
 
-use crate::block_on::{block_on, block_on_first_poll_inline};
 use crate::builder::PoolBuilder;
 use crate::events::Events;
-use crate::fork;
-use crate::manager::{ManageConnection, SyncManager};
-use crate::runtime::ThreadRuntime;
-
-/// A checked-out connection: the same guard as the async pool's. It derefs
-/// (mutably) to the connection and checks it back in when dropped (after
-/// [`ManageConnection::reset`], on the dropping thread); see
-/// [`mark_broken`](cmap_async::PooledConnection::mark_broken),
-/// [`detach`](cmap_async::PooledConnection::detach) and
-/// [`is_interrupted`](cmap_async::PooledConnection::is_interrupted).
-/// From [`Pool::get`] it borrows the pool handle (`'a`); from
-/// [`Pool::get_owned`], or made
-/// [`into_owned`](cmap_async::PooledConnection::into_owned), it is
-/// `PooledConnection<'static, M>`.
-pub type PooledConnection<'a, M> = cmap_async::PooledConnection<'a, SyncManager<M>>;
-
-/// The pool's fork generation, shared by its handles.
-struct Forks {
-    generation: AtomicU64,
-    /// Held while resetting, so that no thread of the child checks out
-    /// before the reset is done.
-    reset: Mutex<()>,
-}
+use crate::guard::PooledConnection;
+use crate::manager::ManageConnection;
+use crate::shared::Shared;
 
 /// A CMAP connection pool of `M`'s connections, for code with no async
 /// runtime: [`get`](Self::get) blocks the calling thread (at most the
-/// wait-queue timeout), connections are made on worker threads, and one
-/// thread per pool runs its background work and ends with it.
+/// wait-queue timeout), connections are made on threads of their own, and
+/// one thread per pool runs its background work and ends with it.
 ///
 /// Cloning it is cheap and gives another handle to the same pool. When the
 /// last handle is dropped the pool is closed.
 ///
 /// In a forked child (Unix), the first checkout notices the fork, resets
 /// the pool (spec: "Forking"; see
-/// [`cmap_async::Pool::reset_after_fork`]) and is served a new connection.
+/// `cmap_async::Pool::reset_after_fork`) and is served a new connection.
 ///
 /// # Example
 ///
@@ -84,8 +63,7 @@ struct Forks {
 /// # }
 /// ```
 pub struct Pool<M: ManageConnection> {
-    inner: cmap_async::Pool<SyncManager<M>, ThreadRuntime>,
-    forks: Arc<Forks>,
+    shared: Arc<Shared<M>>,
 }
 
 impl<M: ManageConnection> Pool<M> {
@@ -94,28 +72,8 @@ impl<M: ManageConnection> Pool<M> {
         PoolBuilder::new()
     }
 
-    pub(crate) fn from_async(inner: cmap_async::Pool<SyncManager<M>, ThreadRuntime>) -> Self {
-        Pool {
-            inner,
-            forks: Arc::new(Forks {
-                generation: AtomicU64::new(fork::generation()),
-                reset: Mutex::new(()),
-            }),
-        }
-    }
-
-    /// Resets the pool if this process is a fork of the one it was made
-    /// in: one atomic load when it is not.
-    fn after_fork(&self) {
-        let now = fork::generation();
-        if self.forks.generation.load(Ordering::Acquire) == now {
-            return;
-        }
-        let _resetting = self.forks.reset.lock().unwrap_or_else(PoisonError::into_inner);
-        if self.forks.generation.load(Ordering::Acquire) != now {
-            self.inner.reset_after_fork();
-            self.forks.generation.store(now, Ordering::Release);
-        }
+    pub(crate) fn from_shared(shared: Arc<Shared<M>>) -> Self {
+        Pool { shared }
     }
 
     /// Checks out a connection, blocking the calling thread at most
@@ -133,15 +91,11 @@ impl<M: ManageConnection> Pool<M> {
     /// count on the pool; see [`get_owned`](Self::get_owned).
     #[track_caller]
     pub fn get(&self) -> Result<PooledConnection<'_, M>, GetError> {
-        self.after_fork();
-        // Pinned where it is made: the checkout future is large, and
-        // `block_on` then moves only a pointer. Most checkouts find a
-        // connection at their first poll, made before `block_on`'s set-up.
-        block_on_first_poll_inline(pin!(self.inner.get()))
+        self.get_timeout_at(self.shared.wait_queue_timeout, Location::caller())
     }
 
-    /// As [`get`](Self::get), but the guard holds a handle of its own on
-    /// the pool: for a connection to keep in a `'static` place or move to
+    /// As [`get`](Self::get), but the guard holds a share of the pool of
+    /// its own: for a connection to keep in a `'static` place or move to
     /// another thread.
     ///
     /// # Errors
@@ -149,8 +103,30 @@ impl<M: ManageConnection> Pool<M> {
     /// As [`get`](Self::get).
     #[track_caller]
     pub fn get_owned(&self) -> Result<PooledConnection<'static, M>, GetError> {
-        self.after_fork();
-        block_on_first_poll_inline(pin!(self.inner.get_owned()))
+        let conn = self.shared.get(self.shared.wait_queue_timeout, None)?;
+        Ok(PooledConnection::owning(
+            conn,
+            self.shared.clone(),
+            Location::caller(),
+        ))
+    }
+
+    /// As [`get_owned`](Self::get_owned), calling `entered` once the
+    /// checkout is in the pool: served, or queued in the FIFO behind the
+    /// checkouts before it (the spec's test runner starts its next thread
+    /// only then).
+    ///
+    /// # Errors
+    ///
+    /// As [`get`](Self::get).
+    #[track_caller]
+    pub fn get_owned_entered(&self, entered: &dyn Fn()) -> Result<PooledConnection<'static, M>, GetError> {
+        let conn = self.shared.get(self.shared.wait_queue_timeout, Some(entered))?;
+        Ok(PooledConnection::owning(
+            conn,
+            self.shared.clone(),
+            Location::caller(),
+        ))
     }
 
     /// Checks out a connection, blocking at most `timeout` instead of
@@ -162,130 +138,213 @@ impl<M: ManageConnection> Pool<M> {
     /// As [`get`](Self::get).
     #[track_caller]
     pub fn get_timeout(&self, timeout: Duration) -> Result<PooledConnection<'_, M>, GetError> {
-        self.after_fork();
-        block_on_first_poll_inline(pin!(self.inner.get_timeout(timeout)))
+        self.get_timeout_at(Some(timeout), Location::caller())
     }
 
-    /// Marks the pool ready: see [`cmap_async::Pool::ready`].
+    #[inline]
+    fn get_timeout_at(
+        &self,
+        timeout: Option<Duration>,
+        caller: &'static Location<'static>,
+    ) -> Result<PooledConnection<'_, M>, GetError> {
+        let conn = self.shared.get(timeout, None)?;
+        Ok(PooledConnection::borrowing(conn, &self.shared, caller))
+    }
+
+    /// Marks the pool ready (spec: "ready"): background population and
+    /// checkouts may begin.
     ///
     /// # Errors
     ///
     /// [`UsageError::PoolClosed`] once the pool is closed.
     pub fn ready(&self) -> Result<(), UsageError> {
-        self.inner.ready()
+        self.shared.input(|inner, now| inner.core.handle_ready(now))
     }
 
-    /// Clears the pool, interrupting the checked-out connections with
-    /// `interrupt_in_use`: see [`cmap_async::Pool::clear`].
+    /// Clears the pool (spec: "clear"), interrupting the checked-out
+    /// connections with `interrupt_in_use`.
     ///
     /// # Errors
     ///
     /// [`UsageError::ClearMode`] in load-balanced mode.
     pub fn clear(&self, interrupt_in_use: bool) -> Result<(), UsageError> {
-        self.inner.clear(interrupt_in_use)
+        self.clear_with(Clear {
+            interrupt_in_use,
+            ..Clear::default()
+        })
     }
 
-    /// Clears the pool with a cause and, in load-balanced mode, a service:
-    /// see [`cmap_async::Pool::clear_with`].
+    /// Clears the pool with a cause and, in load-balanced mode, a service.
     ///
     /// # Errors
     ///
     /// [`UsageError::ClearMode`] for a service id in the wrong mode.
     pub fn clear_with(&self, clear: Clear) -> Result<(), UsageError> {
-        self.inner.clear_with(clear)
+        self.shared
+            .input(|inner, now| inner.core.handle_clear(now, clear))
     }
 
     /// Closes the pool: threads waiting in `get()` fail at once, idle
     /// connections are closed, checked-out ones when given back.
     pub fn close(&self) {
-        self.inner.close();
+        self.shared.close();
     }
 
     /// Closes the pool and blocks until the connections in use come back,
     /// or `timeout` passes; the ones still out then are interrupted and
-    /// closed in the pool's books. Returns how many were forced. See
-    /// [`cmap_async::Pool::close_gracefully`].
+    /// closed in the pool's books. Returns how many were forced.
     pub fn close_gracefully(&self, timeout: Duration) -> usize {
-        block_on(self.inner.close_gracefully(timeout))
+        self.shared.close();
+        if self
+            .shared
+            .wait_for(Instant::now().checked_add(timeout), |s| s.in_use == 0)
+        {
+            return 0;
+        }
+        // The pool is closed: forcing cannot be refused.
+        self.shared
+            .input(|inner, now| inner.core.handle_force_close(now).unwrap_or(0))
     }
 
     /// The pool's state, connection counts and wait-queue length.
     pub fn status(&self) -> Status {
-        self.inner.status()
+        self.shared.lock().core.status()
     }
 
     /// Counters since the pool was created.
     pub fn stats(&self) -> Stats {
-        self.inner.stats()
+        let mut stats = self.shared.lock().core.stats();
+        stats.panics_caught = self.shared.events.panics().count();
+        stats.leaks_detected = self.shared.leaks.as_ref().map_or(0, |leaks| leaks.detected());
+        stats
     }
 
-    /// What the flight recorder holds: see [`cmap_async::Pool::recording`].
+    /// What the flight recorder holds (`None` unless the builder turned
+    /// it on): replay it with `cmap_core::Replay`.
     #[cfg(feature = "recorder")]
     pub fn recording(&self) -> Option<cmap_async::Recording> {
-        self.inner.recording()
+        self.shared.lock().core.recording()
     }
 
     /// The server address the pool is for.
     pub fn address(&self) -> &Address {
-        self.inner.address()
+        &self.shared.address
     }
 
     /// The pool's options as they are now ([`resize`](Self::resize)
     /// changes minPoolSize and maxPoolSize).
     pub fn options(&self) -> PoolOptions {
-        self.inner.options()
+        self.shared.lock().core.options().clone()
     }
 
     /// Blocks until the pool holds minPoolSize open connections (with
-    /// minPoolSize 0, until one checkout succeeds), at most `timeout`: see
-    /// [`cmap_async::Pool::wait_ready`].
+    /// minPoolSize 0, until one checkout succeeds), at most `timeout`.
     ///
     /// # Errors
     ///
     /// [`NotReadyError`] at the timeout, naming the last connect error.
     pub fn wait_ready(&self, timeout: Duration) -> Result<(), NotReadyError> {
-        block_on(self.inner.wait_ready(timeout))
+        let started = Instant::now();
+        let wanted = self.shared.lock().core.options().min_pool_size() as usize;
+        let ready = if wanted == 0 {
+            // Nothing opens by itself: one checkout proves the server
+            // answers (and leaves its connection idle).
+            self.shared
+                .get(Some(timeout), None)
+                .map(|conn| self.shared.check_in(conn))
+                .is_ok()
+        } else {
+            let deadline = started.checked_add(timeout);
+            self.shared
+                .wait_for(deadline, |s| s.available + s.in_use >= wanted)
+        };
+        match ready {
+            true => Ok(()),
+            false => Err(NotReadyError::of(
+                &self.shared.lock().core,
+                wanted.max(1),
+                started.elapsed(),
+            )),
+        }
     }
 
-    /// Checks every idle connection now, within `timeout` in all; those
-    /// that fail are closed: see [`cmap_async::Pool::check_idle`].
+    /// Checks every idle connection now with the manager's check, within
+    /// `timeout` in all; those that fail are closed. Each is taken out of
+    /// the pool while checked, and the good ones go back together at the
+    /// end.
     pub fn check_idle(&self, timeout: Duration) -> IdleCheck {
-        block_on(self.inner.check_idle(timeout))
+        let deadline = Instant::now().checked_add(timeout);
+        let idle = self.shared.lock().core.status().available;
+        let mut report = IdleCheck::default();
+        let mut good = Vec::with_capacity(idle);
+        for _ in 0..idle {
+            let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            // A zero timeout: an available one, or none (nothing started).
+            let Ok(mut conn) = self.shared.check_out_now() else {
+                break;
+            };
+            report.checked += 1;
+            let panics = self.shared.events.panics();
+            let checked = panics.call(cmap_async::Hook::Check, || {
+                self.shared.manager.check_within(&mut conn, remaining)
+            });
+            if matches!(checked, Ok(Ok(()))) {
+                good.push(conn);
+            } else {
+                conn.mark_errored();
+                self.shared.check_in(conn);
+                report.closed += 1;
+            }
+        }
+        good.into_iter().for_each(|conn| self.shared.check_in(conn));
+        report
     }
 
     /// Changes minPoolSize and maxPoolSize (0: no limit) while the pool
-    /// runs: see [`cmap_async::Pool::resize`].
+    /// runs: extra connections are closed as they come back or go idle,
+    /// and population starts toward a higher minimum.
     ///
     /// # Errors
     ///
     /// [`UsageError::InvalidSize`] when `min` exceeds a non-zero `max`,
     /// [`UsageError::ResizeClosed`] once the pool is closed.
     pub fn resize(&self, min: u32, max: u32) -> Result<(), UsageError> {
-        self.inner.resize(min, max)
+        self.shared
+            .input(|inner, now| inner.core.handle_resize(now, min, max))
     }
 
     /// The connection manager.
     pub fn manager(&self) -> &M {
-        self.inner.manager()
+        &self.shared.manager
     }
 
     /// Calls `callback` with every event from now on, in the core's order,
-    /// never under the pool's lock: see [`cmap_async::Pool::on_event`].
+    /// never under the pool's lock; a panic in it is caught and counted.
     pub fn on_event(&self, callback: impl Fn(&Event) + Send + Sync + 'static) -> Subscription {
-        self.inner.on_event(callback)
+        self.shared
+            .events
+            .on_batch(cmap_async::driver::subscriber(callback))
     }
 
     /// Every event from now on, as a blocking iterator (see [`Events`]).
     pub fn events(&self) -> Events {
-        Events::new(self.inner.events())
+        Events::new(self.shared.events.stream())
     }
 }
 
 impl<M: ManageConnection> Clone for Pool<M> {
     fn clone(&self) -> Self {
+        self.shared.handles.fetch_add(1, Ordering::Relaxed);
         Pool {
-            inner: self.inner.clone(),
-            forks: self.forks.clone(),
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<M: ManageConnection> Drop for Pool<M> {
+    fn drop(&mut self) {
+        if self.shared.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.shared.close();
         }
     }
 }

@@ -1,6 +1,5 @@
-//! The blocking `Pool` as a facade over the async pool: each of its
-//! methods reaches the async pool's, and a synchronous manager's hooks
-//! reach the async manager (`SyncManager`), defaults included.
+//! The blocking `Pool`'s controls each reach the core, and a synchronous
+//! manager's hooks are called, defaults included.
 
 mod common;
 

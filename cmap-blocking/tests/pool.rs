@@ -1,6 +1,5 @@
 //! The synchronous pool: `get()` blocks the calling thread, connects run
-//! on worker threads, and the rest is the async pool's (whose scenarios
-//! `async_pool.rs` runs on the same runtime).
+//! on threads of their own.
 
 mod common;
 
@@ -30,7 +29,7 @@ fn check_out_check_in_and_reuse() {
 }
 
 #[test]
-fn connects_run_on_worker_threads_never_the_callers() {
+fn connects_run_on_threads_of_their_own_never_the_callers() {
     let m = SyncFake::default();
     let pool = builder().max_pool_size(3).build(m.clone()).unwrap();
     let held: Vec<_> = (0..3).map(|_| pool.get().unwrap()).collect();
@@ -253,8 +252,6 @@ fn broken_detached_and_interrupted_connections() {
     assert!(!c.is_interrupted());
     pool.clear(true).unwrap();
     assert!(c.is_interrupted());
-    let err = cmap_blocking::block_on(c.interrupted());
-    assert!(err.to_string().contains("interrupted"), "{err}");
     drop(c);
     drop(raw);
     eventually("all gone", || m.alive() == 0);

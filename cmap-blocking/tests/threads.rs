@@ -1,17 +1,12 @@
-//! `ThreadRuntime`'s threads: one per pool for its background work, gone
-//! with the pool; `block_on` and `Sleep` park, never spin. A test binary
-//! of its own, so that no other test's threads are counted.
+//! The pool's threads: one timer thread per pool, gone with it; a waiting
+//! `get()` and an idle pool park, never spin. A test binary of its own, so
+//! that no other test's threads are counted.
 
 mod common;
 
-use std::future::Future;
-use std::pin::pin;
-use std::sync::Arc;
-use std::task::{Context, Wake};
-use std::thread::{self, Thread};
+use std::thread;
 use std::time::{Duration, Instant};
 
-use cmap_blocking::{block_on, unblock, Runtime, Sleep, ThreadRuntime};
 use common::{builder, eventually, SyncFake};
 
 /// CPU time used so far by this process, or by this thread.
@@ -26,66 +21,22 @@ fn cpu_time(clock: libc::clockid_t) -> Duration {
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
-fn busy_threads() -> usize {
-    let (threads, idle) = ThreadRuntime::threads();
-    threads - idle
+/// This process's threads named `name` (Linux: `/proc/self/task`).
+fn threads_named(name: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .filter(|comm| comm.trim_end() == name)
+        .count()
 }
 
 #[test]
-fn threads_one_per_pool_gone_with_it_and_nothing_spins() {
-    // 1. `block_on` of a sleep parks: 200 ms asleep cost almost no CPU.
-    let rt = ThreadRuntime;
-    let cpu0 = cpu_time(libc::CLOCK_THREAD_CPUTIME_ID);
-    let t0 = Instant::now();
-    block_on(rt.sleep_until(t0 + Duration::from_millis(200)));
-    let (took, cpu) = (t0.elapsed(), cpu_time(libc::CLOCK_THREAD_CPUTIME_ID) - cpu0);
-    assert!(
-        took >= Duration::from_millis(200) && took < Duration::from_millis(260),
-        "{took:?}"
-    );
-    assert!(cpu < Duration::from_millis(20), "sleeping cost {cpu:?} of CPU");
-
-    // 2. Nested calls, each with its own deadlines.
-    let t0 = Instant::now();
-    let inner = block_on(async {
-        let inner = block_on(async {
-            rt.sleep_until(Instant::now() + Duration::from_millis(20)).await;
-            7
-        });
-        rt.sleep_until(Instant::now() + Duration::from_millis(20)).await;
-        inner * 6
-    });
-    assert_eq!(inner, 42);
-    assert!(t0.elapsed() >= Duration::from_millis(40));
-
-    // 3. A sleep polled outside `block_on` is woken all the same (a worker
-    //    thread waits for it).
-    struct Unpark(Thread);
-    impl Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = Arc::new(Unpark(thread::current())).into();
-    let mut cx = Context::from_waker(&waker);
-    let t0 = Instant::now();
-    let mut sleep = pin!(Sleep::until(t0 + Duration::from_millis(30)));
-    while sleep.as_mut().poll(&mut cx).is_pending() {
-        thread::park();
-    }
-    assert!(t0.elapsed() >= Duration::from_millis(30));
-    assert!(t0.elapsed() < Duration::from_millis(130), "{:?}", t0.elapsed());
-
-    // 4. `unblock` runs the call on a worker thread.
-    let worker = block_on(unblock(|| thread::current().name().map(str::to_owned)));
-    assert_eq!(worker.as_deref(), Some("cmap-blocking"));
-
-    // 5. A pool holds one worker thread for its background work while it
-    //    lives, and an idle pool costs next to no CPU.
-    eventually("the helpers above are done", || busy_threads() == 0);
+fn one_timer_thread_per_pool_gone_with_it_and_nothing_spins() {
+    // 1. A pool has one timer thread, and an idle pool costs next to no CPU.
     let pool = builder().min_pool_size(2).build(SyncFake::default()).unwrap();
     eventually("populated", || pool.status().available == 2);
-    eventually("the connects are done", || busy_threads() == 1);
+    eventually("one timer", || threads_named("cmap-timer") == 1);
+    eventually("the connects are done", || threads_named("cmap-connect") == 0);
     let cpu0 = cpu_time(libc::CLOCK_PROCESS_CPUTIME_ID);
     thread::sleep(Duration::from_millis(300));
     let cpu = cpu_time(libc::CLOCK_PROCESS_CPUTIME_ID) - cpu0;
@@ -93,30 +44,27 @@ fn threads_one_per_pool_gone_with_it_and_nothing_spins() {
         cpu < Duration::from_millis(30),
         "an idle pool cost {cpu:?} of CPU in 300 ms"
     );
-    let other = builder().build(SyncFake::default()).unwrap();
-    eventually("two pools, two threads", || busy_threads() == 2);
 
-    // 6. ... and ends with it.
+    // 2. A `get()` waiting 200 ms parks: almost no CPU, and it fails on time.
+    let one = builder().max_pool_size(1).build(SyncFake::default()).unwrap();
+    let _held = one.get().unwrap();
+    let (t0, cpu0) = (Instant::now(), cpu_time(libc::CLOCK_THREAD_CPUTIME_ID));
+    assert!(one
+        .get_timeout(Duration::from_millis(200))
+        .unwrap_err()
+        .is_timeout());
+    let (took, cpu) = (t0.elapsed(), cpu_time(libc::CLOCK_THREAD_CPUTIME_ID) - cpu0);
+    assert!(
+        took >= Duration::from_millis(200) && took < Duration::from_millis(300),
+        "{took:?}"
+    );
+    assert!(cpu < Duration::from_millis(20), "waiting cost {cpu:?} of CPU");
+    eventually("two pools, two timers", || threads_named("cmap-timer") == 2);
+
+    // 3. ... and each timer ends with its pool.
     drop(pool);
-    eventually("one pool, one thread", || busy_threads() == 1);
-    drop(other);
-    eventually("no pool, no thread busy", || busy_threads() == 0);
-}
-
-#[test]
-fn a_sleep_carried_from_one_block_on_to_the_next_still_fires() {
-    // Each thread reuses its `block_on` state from call to call: a sleep
-    // registered with an earlier call must register again with the next
-    // one, not be taken for one of its own.
-    let rt = ThreadRuntime;
-    let mut sleep = Box::pin(rt.sleep_until(Instant::now() + Duration::from_millis(30)));
-    let first_poll = block_on(std::future::poll_fn(|cx| {
-        std::task::Poll::Ready(sleep.as_mut().poll(cx).is_pending())
-    }));
-    assert!(first_poll, "not due yet");
-    // Another call in between, with a sleep of its own.
-    block_on(rt.sleep_until(Instant::now() + Duration::from_millis(5)));
-    let t0 = Instant::now();
-    block_on(sleep);
-    assert!(t0.elapsed() < Duration::from_secs(5), "the carried sleep fired");
+    eventually("one pool, one timer", || threads_named("cmap-timer") == 1);
+    drop(_held);
+    drop(one);
+    eventually("no pool, no timer", || threads_named("cmap-timer") == 0);
 }

@@ -1,9 +1,8 @@
 //! # cmap-testkit
 //!
 //! The tests of the [`cmap_async`] pool written once for every runtime,
-//! so that `cmap-tokio`, `cmap-async-std` (under async-std and under smol)
-//! and `cmap-blocking` (its `ThreadRuntime`) run the same checks instead of
-//! copies of them. Not published.
+//! so that `cmap-tokio` and `cmap-async-std` (under async-std and under
+//! smol) run the same checks instead of copies of them. Not published.
 //!
 //! - [`Fake`]: a connection manager whose connections are numbers, with
 //!   knobs (slow, refused, hanging connects; slow resets; failing checks)

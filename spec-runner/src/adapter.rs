@@ -43,7 +43,8 @@ pub enum AdapterKind {
     AsyncStd,
     /// `cmap-async-std` under `smol::block_on`.
     Smol,
-    /// `cmap-blocking`'s `ThreadRuntime` under `cmap_blocking::block_on`.
+    /// `cmap-blocking`'s synchronous pool on OS threads (not a cmap-async
+    /// adapter: a [`Driver`](crate::Driver) of its own).
     Blocking,
     /// `cmap-local` on tokio's current-thread runtime with a `LocalSet`
     /// (not a cmap-async adapter: a [`Driver`](crate::Driver) of its own).
@@ -80,7 +81,7 @@ impl AdapterKind {
             AdapterKind::Tokio => Ok(f.call(&TokioAdapter::new()?)),
             AdapterKind::AsyncStd => Ok(f.call(&AsyncStdAdapter)),
             AdapterKind::Smol => Ok(f.call(&SmolAdapter)),
-            AdapterKind::Blocking => Ok(f.call(&BlockingAdapter)),
+            AdapterKind::Blocking => Ok(f.call(&crate::blocking_driver::BlockingDriver)),
             AdapterKind::Local => Ok(f.call(&crate::local_driver::LocalDriver)),
         }
     }
@@ -167,29 +168,6 @@ impl Adapter for SmolAdapter {
 
     fn block_on<F: Future>(&self, future: F) -> F::Output {
         smol::block_on(future)
-    }
-}
-
-/// `cmap-blocking`: the async pool on its `ThreadRuntime` (a worker thread
-/// per task), each thread of a test in `cmap_blocking::block_on`, as its
-/// synchronous `Pool` does. (The synchronous facade's own manager trait is
-/// not used: the simulated endpoint is an async manager.)
-#[derive(Debug, Clone, Copy, Default)]
-pub struct BlockingAdapter;
-
-impl Adapter for BlockingAdapter {
-    type Runtime = cmap_blocking::ThreadRuntime;
-
-    fn name(&self) -> &'static str {
-        "blocking"
-    }
-
-    fn runtime(&self) -> cmap_blocking::ThreadRuntime {
-        cmap_blocking::ThreadRuntime
-    }
-
-    fn block_on<F: Future>(&self, future: F) -> F::Output {
-        cmap_blocking::block_on(future)
     }
 }
 

@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 
 pub mod adapter;
+pub mod blocking_driver;
 pub mod driver;
 pub mod local_driver;
 pub mod log_capture;

@@ -20,7 +20,8 @@ mod spec_files;
 use std::path::Path;
 
 use serde_json::{json, Value};
-use spec_runner::adapter::{AsyncStdAdapter, BlockingAdapter, SmolAdapter, TokioAdapter};
+use spec_runner::adapter::{AsyncStdAdapter, SmolAdapter, TokioAdapter};
+use spec_runner::blocking_driver::BlockingDriver;
 use spec_runner::local_driver::LocalDriver;
 use spec_runner::report::{self, Summary};
 use spec_runner::Driver;
@@ -105,7 +106,7 @@ fn every_cmap_format_test_passes_on_smol_in_real_time() {
 
 #[test]
 fn every_cmap_format_test_passes_on_blocking_in_real_time() {
-    cmap_format_passes(&BlockingAdapter);
+    cmap_format_passes(&BlockingDriver);
 }
 
 #[test]
@@ -130,7 +131,7 @@ fn the_logging_tests_pass_on_smol() {
 
 #[test]
 fn the_logging_tests_pass_on_blocking() {
-    logging_passes(&BlockingAdapter);
+    logging_passes(&BlockingDriver);
 }
 
 #[test]

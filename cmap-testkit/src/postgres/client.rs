@@ -4,10 +4,8 @@
 //! on threads.
 
 use std::future::Future;
-use std::time::Duration;
 
 use cmap_async::ManageConnection;
-use cmap_blocking::SyncManager;
 use cmap_postgres::tokio_postgres::types::ToSql;
 use cmap_postgres::tokio_postgres::{Config, Error, Row};
 use cmap_postgres::{NoTls, PgError};
@@ -88,41 +86,5 @@ impl<M: PgClient> PgClient for OnTokio<M> {
 
     fn is_closed(conn: &Self::Connection) -> bool {
         M::is_closed(conn)
-    }
-}
-
-/// The synchronous `postgres` crate, its manager as `cmap_blocking::Pool`
-/// wraps it, validating on every checkout (a round trip: an empty query).
-/// A synchronous client reads its socket only when it is used, so unlike
-/// `tokio-postgres` it cannot learn meanwhile that the server ended the
-/// session; asking costs about 50 µs on a local server. (Polling the
-/// socket without a round trip, through `notifications().timeout_iter(0)`,
-/// costs a millisecond: the tick of the client's private runtime.) r2d2's
-/// `test_on_check_out`, on by default, does the same; the manager's own
-/// default validates only connections idle 500 ms or more, as HikariCP.
-impl PgClient for SyncManager<cmap_postgres::blocking::PgManager> {
-    const READS_WHILE_IDLE: bool = false;
-
-    fn with_config(config: Config) -> Self {
-        SyncManager::new(
-            cmap_postgres::blocking::PgManager::new(config.into(), NoTls).validate_idle_after(Duration::ZERO),
-        )
-    }
-
-    /// Blocks the task's thread: each task of `ThreadRuntime` has one.
-    async fn query_one<'a>(
-        conn: &'a mut Self::Connection,
-        sql: &'a str,
-        params: &'a [&'a (dyn ToSql + Sync)],
-    ) -> Result<Row, Error> {
-        conn.client().query_one(sql, params)
-    }
-
-    fn backend_pid(conn: &Self::Connection) -> i32 {
-        conn.backend_pid()
-    }
-
-    fn is_closed(conn: &Self::Connection) -> bool {
-        conn.is_closed()
     }
 }
