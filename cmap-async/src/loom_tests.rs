@@ -30,6 +30,10 @@
 //!   connection to the queued checkout) races that checkout's poll, or its
 //!   drop, or both, with an event callback that calls into the pool.
 //!   Unbounded.
+//! - **A blocking waiter** (`blocking_waiter_*`): cmap-blocking's `get()`
+//!   on the layer it is built on (`Inner::queue`, `take_outcome`, a waker
+//!   that unparks the thread, `thread::park`) against a check-in handing
+//!   its connection over. Unbounded.
 //! - Not loom's: the locks held only around their own data with nothing
 //!   taken under them (the interrupted ids, the leak book), which add no
 //!   interleaving; and the delivery loop's thread mark, a number per
@@ -551,5 +555,94 @@ fn waiter_polled_then_cancelled_while_served() {
         };
         check_in.join().unwrap();
         waiter.finish(served);
+    });
+}
+
+// ---------------------------------------------------------------------
+// A blocking waiter (cmap-blocking's `get()`), on the layer itself.
+
+/// Wakes a parked modelled thread, as cmap-blocking's thread waker does.
+struct Unpark(thread::Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// cmap-blocking's wait and wake on the driver layer: a checkout queued
+/// under the pool's lock (`Inner::queue`, its slot holding a waker that
+/// unparks its thread), then parked until `take_outcome` finds the slot
+/// filled, races a check-in that hands the connection over
+/// (`Inner::check_in`, the slot filled after the lock). Whichever comes
+/// first (the connection back before the checkout, which is served at
+/// once; or after it, filling its slot before or after the thread parks),
+/// the checkout gets the connection and no run deadlocks: a wake-up
+/// between its look at the slot and its park is not lost.
+#[test]
+fn blocking_waiter_parks_until_its_slot_is_filled() {
+    use crate::driver::{take_outcome, Inner};
+    use crate::interrupt::Interrupts;
+    use crate::sync::Mutex;
+    use cmap_core::{Action, CheckOut, Output, PoolOptions, Wait};
+
+    explore(None, &["served at once", "parked, then served"], |reached| {
+        let now = Instant::now();
+        let options = (PoolOptions::builder().max_pool_size(1))
+            .maintenance_interval(None)
+            .build()
+            .unwrap();
+        let mut core = cmap_core::Pool::new(now, Address::new("db", 27017), options);
+        let _ = core.handle_ready(now);
+        // The one connection, made and checked out by an earlier input.
+        let CheckOut::Later(_) = core.handle_check_out_direct(now, Wait::Until(None)) else {
+            panic!("an empty pool queues")
+        };
+        while core.poll_output().is_some() {}
+        core.handle_established(now, ConnectionId(1), (), None).unwrap();
+        let held = loop {
+            match core.poll_output() {
+                Some(Output::Action(Action::Deliver { connection, .. })) => break connection,
+                Some(_) => {}
+                None => panic!("the connection was not delivered"),
+            }
+        };
+        let inner = Arc::new(Mutex::new(Inner::new(core)));
+        let interrupts = Arc::new(Interrupts::default());
+        let check_in = {
+            let (inner, interrupts) = (inner.clone(), interrupts.clone());
+            thread::spawn(move || {
+                let handed = inner.lock().check_in(now, held, &interrupts);
+                if let Some((slot, connection)) = handed {
+                    assert!(
+                        crate::slot::fill(&slot, Ok(connection)).is_none(),
+                        "nobody waited"
+                    );
+                }
+            })
+        };
+        let waker = Waker::from(Arc::new(Unpark(thread::current())));
+        let queued = {
+            let mut inner = inner.lock();
+            match inner.core.handle_check_out_direct(now, Wait::Until(None)) {
+                CheckOut::Ready(connection) => Err(connection),
+                CheckOut::Later(id) => Ok(inner.queue(id, &waker)),
+            }
+        };
+        let served = match queued {
+            Err(connection) => {
+                reached.saw("served at once");
+                connection
+            }
+            Ok(slot) => loop {
+                if let Some(outcome) = take_outcome(&slot) {
+                    reached.saw("parked, then served");
+                    break outcome.expect("served");
+                }
+                thread::park();
+            },
+        };
+        assert_eq!(served.id(), ConnectionId(1));
+        check_in.join().unwrap();
     });
 }
