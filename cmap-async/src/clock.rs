@@ -26,6 +26,17 @@ pub struct CoarseNow {
 }
 
 impl CoarseNow {
+    /// The deadline of a checkout that waits as `wait` says, from this
+    /// reading: a timeout also covers the reading's lag, so that it never
+    /// ends early.
+    #[inline]
+    pub fn deadline(self, wait: cmap_core::Wait) -> Option<std::time::Instant> {
+        match wait {
+            cmap_core::Wait::For(timeout) => self.at.checked_add(timeout.saturating_add(self.lag)),
+            cmap_core::Wait::Until(deadline) => deadline,
+        }
+    }
+
     /// A precise reading: no lag.
     pub fn exact(at: Instant) -> CoarseNow {
         CoarseNow {

@@ -22,6 +22,7 @@ use cmap_core::{
 };
 
 use crate::abort::Abort;
+use crate::clock::CoarseNow;
 use crate::events::{EventHub, Outbox};
 use crate::id_map::IdMap;
 use crate::interrupt::Interrupts;
@@ -288,6 +289,30 @@ impl<C> Inner<C> {
             last_issued: None,
             inherited: None,
         }
+    }
+
+    /// Step 2 of an input, just after the lock is taken: the core's events
+    /// switched on or off (`events`: someone listens, or logs are on), and
+    /// the input's `now` settled from `read`, the clock read before the
+    /// lock. The cheap reading is kept only if it just dates idle and use
+    /// times (nobody waits and, for a `checkout`, a connection is
+    /// available); else `precise` is read. Either is raised to the latest
+    /// `now` the core has seen.
+    #[inline(always)]
+    pub fn open(
+        &mut self,
+        events: bool,
+        mut read: CoarseNow,
+        checkout: bool,
+        precise: impl FnOnce() -> Instant,
+    ) -> CoarseNow {
+        self.core.set_events_enabled(events);
+        let coarse_will_do = self.waiters.is_empty() && (!checkout || self.core.status().available > 0);
+        if !coarse_will_do && !read.lag.is_zero() {
+            read = CoarseNow::exact(precise());
+        }
+        read.at = self.clock(read.at);
+        read
     }
 
     /// The `now` for an input whose clock was read (`read`) before it took

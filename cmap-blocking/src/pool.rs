@@ -27,41 +27,10 @@ use crate::shared::Shared;
 /// Cloning it is cheap and gives another handle to the same pool. When the
 /// last handle is dropped the pool is closed.
 ///
-/// In a forked child (Unix), the first checkout notices the fork, resets
-/// the pool (spec: "Forking"; see
-/// `cmap_async::Pool::reset_after_fork`) and is served a new connection.
+/// In a forked child (Unix), the first checkout resets the pool (spec:
+/// "Forking") and is served a new connection.
 ///
-/// # Example
-///
-/// ```
-/// # use std::time::Duration;
-/// use cmap_blocking::{GetError, ManageConnection, Pool};
-///
-/// struct Numbers;
-///
-/// impl ManageConnection for Numbers {
-///     type Connection = u64;
-///     type Error = std::io::Error;
-///     fn classify(&self, e: &std::io::Error) -> cmap_blocking::EstablishErrorKind { cmap_blocking::EstablishErrorKind::of_io(e) }
-///     fn connect(&self) -> Result<u64, std::io::Error> {
-///         Ok(42)
-///     }
-/// }
-///
-/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let pool = Pool::builder()
-///     .address("db.example:27017")
-///     .max_pool_size(4)
-///     .wait_queue_timeout(Duration::from_secs(2))
-///     .build(Numbers)?;
-/// let conn = pool.get()?; // waits at most 2 s
-/// assert_eq!(*conn, 42);
-/// drop(conn); // checked in
-/// assert_eq!(pool.status().available, 1);
-/// pool.close();
-/// # Ok(())
-/// # }
-/// ```
+/// An example: the [crate docs](crate).
 pub struct Pool<M: ManageConnection> {
     shared: Arc<Shared<M>>,
 }
@@ -103,12 +72,7 @@ impl<M: ManageConnection> Pool<M> {
     /// As [`get`](Self::get).
     #[track_caller]
     pub fn get_owned(&self) -> Result<PooledConnection<'static, M>, GetError> {
-        let conn = self.shared.get(self.shared.wait_queue_timeout, None)?;
-        Ok(PooledConnection::owning(
-            conn,
-            self.shared.clone(),
-            Location::caller(),
-        ))
+        self.get_owned_with(None)
     }
 
     /// As [`get_owned`](Self::get_owned), calling `entered` once the
@@ -121,7 +85,12 @@ impl<M: ManageConnection> Pool<M> {
     /// As [`get`](Self::get).
     #[track_caller]
     pub fn get_owned_entered(&self, entered: &dyn Fn()) -> Result<PooledConnection<'static, M>, GetError> {
-        let conn = self.shared.get(self.shared.wait_queue_timeout, Some(entered))?;
+        self.get_owned_with(Some(entered))
+    }
+
+    #[track_caller]
+    fn get_owned_with(&self, entered: Option<&dyn Fn()>) -> Result<PooledConnection<'static, M>, GetError> {
+        let conn = self.shared.get(self.shared.wait_queue_timeout, entered)?;
         Ok(PooledConnection::owning(
             conn,
             self.shared.clone(),
@@ -151,22 +120,15 @@ impl<M: ManageConnection> Pool<M> {
         Ok(PooledConnection::borrowing(conn, &self.shared, caller))
     }
 
-    /// Marks the pool ready (spec: "ready"): background population and
-    /// checkouts may begin.
-    ///
-    /// # Errors
-    ///
-    /// [`UsageError::PoolClosed`] once the pool is closed.
+    /// Marks the pool ready (spec: "ready"); [`UsageError::PoolClosed`]
+    /// once it is closed.
     pub fn ready(&self) -> Result<(), UsageError> {
         self.shared.input(|inner, now| inner.core.handle_ready(now))
     }
 
     /// Clears the pool (spec: "clear"), interrupting the checked-out
-    /// connections with `interrupt_in_use`.
-    ///
-    /// # Errors
-    ///
-    /// [`UsageError::ClearMode`] in load-balanced mode.
+    /// connections with `interrupt_in_use`; [`UsageError::ClearMode`] in
+    /// load-balanced mode.
     pub fn clear(&self, interrupt_in_use: bool) -> Result<(), UsageError> {
         self.clear_with(Clear {
             interrupt_in_use,
@@ -174,10 +136,7 @@ impl<M: ManageConnection> Pool<M> {
         })
     }
 
-    /// Clears the pool with a cause and, in load-balanced mode, a service.
-    ///
-    /// # Errors
-    ///
+    /// Clears the pool with a cause and, in load-balanced mode, a service;
     /// [`UsageError::ClearMode`] for a service id in the wrong mode.
     pub fn clear_with(&self, clear: Clear) -> Result<(), UsageError> {
         self.shared
@@ -238,11 +197,8 @@ impl<M: ManageConnection> Pool<M> {
     }
 
     /// Blocks until the pool holds minPoolSize open connections (with
-    /// minPoolSize 0, until one checkout succeeds), at most `timeout`.
-    ///
-    /// # Errors
-    ///
-    /// [`NotReadyError`] at the timeout, naming the last connect error.
+    /// minPoolSize 0, until one checkout succeeds), at most `timeout`; then
+    /// [`NotReadyError`], naming the last connect error.
     pub fn wait_ready(&self, timeout: Duration) -> Result<(), NotReadyError> {
         let started = Instant::now();
         let wanted = self.shared.lock().core.options().min_pool_size() as usize;
@@ -258,14 +214,8 @@ impl<M: ManageConnection> Pool<M> {
             self.shared
                 .wait_for(deadline, |s| s.available + s.in_use >= wanted)
         };
-        match ready {
-            true => Ok(()),
-            false => Err(NotReadyError::of(
-                &self.shared.lock().core,
-                wanted.max(1),
-                started.elapsed(),
-            )),
-        }
+        let not_ready = || NotReadyError::of(&self.shared.lock().core, wanted.max(1), started.elapsed());
+        ready.then_some(()).ok_or_else(not_ready)
     }
 
     /// Checks every idle connection now with the manager's check, within
@@ -301,11 +251,7 @@ impl<M: ManageConnection> Pool<M> {
     }
 
     /// Changes minPoolSize and maxPoolSize (0: no limit) while the pool
-    /// runs: extra connections are closed as they come back or go idle,
-    /// and population starts toward a higher minimum.
-    ///
-    /// # Errors
-    ///
+    /// runs (extra connections close as they come back or go idle);
     /// [`UsageError::InvalidSize`] when `min` exceeds a non-zero `max`,
     /// [`UsageError::ResizeClosed`] once the pool is closed.
     pub fn resize(&self, min: u32, max: u32) -> Result<(), UsageError> {

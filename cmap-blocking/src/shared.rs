@@ -14,14 +14,21 @@
 //! weakly; none holds a lock while it waits.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Weak};
+
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::task::{Wake, Waker};
 use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
 
 use cmap_async::cmap_core::{CheckOut, Pooled, Wait};
-use cmap_async::driver::{self, Abort, Deferred, EventHub, Inner, Interrupts, Leaks, OwnCheckout, Perform};
-use cmap_async::{Address, CheckOutError, ConnectionId, EstablishError, Hook, PoolState, Status};
+use cmap_async::driver::{
+    self, Abort, Deferred, EventHub, Handed, Inner, Interrupts, Leaks, OwnCheckout, Perform, SharedSlot,
+};
+use cmap_async::{
+    system_coarse_now, Address, CheckOutError, CoarseNow, ConnectionId, EstablishError, Hook, PoolState,
+    Status,
+};
 
 use crate::fork;
 use crate::manager::ManageConnection;
@@ -58,13 +65,8 @@ pub(crate) struct Shared<M: ManageConnection> {
     metrics: Option<driver::Metrics>,
 }
 
-/// One input under the lock: its `now`, and the work it leaves.
-struct Turn<'a, C> {
-    inner: MutexGuard<'a, Inner<C>>,
-    now: Instant,
-    deferred: Deferred<'a, C>,
-    own: OwnCheckout<C>,
-}
+/// The pool's lock, held.
+type Locked<'a, C> = MutexGuard<'a, Inner<C>>;
 
 /// Wakes a thread parked in `get()`, `Events::next` or the timer.
 struct Unpark(Thread);
@@ -129,97 +131,122 @@ impl<M: ManageConnection> Shared<M> {
         })
     }
 
-    /// The pool's lock, to look at the core. Not poisoned: the core does
-    /// not panic, and no user code runs under it.
+    /// The pool's lock, to look at the core.
+    #[inline(always)]
     pub(crate) fn lock(&self) -> MutexGuard<'_, Inner<M::Connection>> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+        self.inner.lock()
     }
 
-    /// Opens an input: the lock, the events switched on or off, `now`.
-    #[inline]
-    fn begin(&self) -> Turn<'_, M::Connection> {
-        let read = Instant::now();
+    /// Opens an input ([`Inner::open`]): `read` is the clock read before
+    /// the lock, the cheap one for a checkout or a check-in.
+    #[inline(always)]
+    fn begin(&self, read: CoarseNow, checkout: bool) -> (Locked<'_, M::Connection>, CoarseNow) {
         let mut inner = self.lock();
-        inner.core.set_events_enabled(self.events.wanted());
-        let now = inner.clock(read);
-        Turn {
-            inner,
-            now,
-            deferred: Deferred::default(),
-            own: OwnCheckout::default(),
-        }
+        let read = inner.open(self.events.wanted(), read, checkout, Instant::now);
+        (inner, read)
     }
 
-    /// Ends an input: at most `limit` outputs drained, the timer re-armed
-    /// if `rearm` and the deadline moved earlier, the lock released, the
-    /// work performed. Returns whether outputs are left.
-    #[inline]
-    fn end<'a>(&'a self, turn: &mut Turn<'a, M::Connection>, limit: usize, rearm: bool) -> bool {
-        let more = (turn.inner).drain(
-            turn.now,
+    /// Whether the input just made on `inner` can end by releasing the
+    /// lock: it left no action, no event and no measure (the common served
+    /// checkout, and check-in nobody waits for).
+    #[inline(always)]
+    fn quiet(&self, inner: &Inner<M::Connection>) -> bool {
+        #[cfg(feature = "metrics")]
+        if self.metrics.is_some() {
+            return false;
+        }
+        inner.left_no_action() && inner.core.pending_events() == 0
+    }
+
+    /// Ends an input in full: a connection `handed` to a waiter filled
+    /// first, the outputs drained (the input's own checkout, `own`, served
+    /// or queued with a slot that wakes this thread), the timer re-armed if
+    /// `rearm` and the deadline moved earlier, the lock released, the work
+    /// performed in the layer's order.
+    #[inline(never)]
+    fn end(
+        &self,
+        mut inner: Locked<'_, M::Connection>,
+        now: Instant,
+        handed: Option<Handed<M::Connection>>,
+        own: &mut OwnCheckout<M::Connection>,
+        rearm: bool,
+    ) -> Option<SharedSlot<M::Connection>> {
+        let mut deferred = Deferred::default();
+        if let Some((slot, connection)) = handed {
+            deferred.fill((slot, Ok(connection)));
+        }
+        inner.drain(
+            now,
             &self.events,
             &self.interrupts,
-            &mut turn.deferred,
-            &mut turn.own,
-            limit,
+            &mut deferred,
+            own,
+            usize::MAX,
         );
         if rearm {
-            turn.deferred.set_rearm(turn.inner.rearm());
+            deferred.set_rearm(inner.rearm());
         }
         #[cfg(feature = "metrics")]
         if let Some(metrics) = &self.metrics {
-            turn.deferred.set_measured(metrics.take(&mut turn.inner.core));
+            deferred.set_measured(metrics.take(&mut inner.core));
         }
-        more
-    }
-
-    fn perform(&self, turn: Turn<'_, M::Connection>) {
-        let Turn { inner, deferred, .. } = turn;
+        let slot = match (own.id, &own.outcome) {
+            (Some(id), None) => Some(inner.queue(id, &thread_waker())),
+            _ => None,
+        };
         drop(inner);
         deferred.perform(self);
+        slot
     }
 
     /// One input: `f` makes one call on the core.
     pub(crate) fn input<T>(&self, f: impl FnOnce(&mut Inner<M::Connection>, Instant) -> T) -> T {
-        let mut turn = self.begin();
-        let out = f(&mut turn.inner, turn.now);
-        self.end(&mut turn, usize::MAX, true);
-        self.perform(turn);
+        let (mut inner, read) = self.begin(CoarseNow::exact(Instant::now()), false);
+        let out = f(&mut inner, read.at);
+        self.end(inner, read.at, None, &mut OwnCheckout::default(), true);
         out
     }
 
-    /// A checkout, waiting as `wait` says (then its deadline, from the
-    /// input's `now`): served or failed in its input, or parked in its slot
-    /// until a later input fills it.
-    /// `entered` is called once the checkout is in the pool (served, or
-    /// queued behind the waiters before it), before the thread parks.
+    /// A checkout, waiting as `wait` says (made a deadline from the input's
+    /// `now` when the manager checks, for a retry): served or failed in its
+    /// input, or parked in its slot until a later input fills it (the
+    /// core's timer fails it at its deadline). `entered` is called once it
+    /// is in the pool, served or queued, before the thread parks.
+    #[inline(always)]
     fn check_out(
         &self,
         wait: &mut Wait,
         entered: &mut Option<&dyn Fn()>,
     ) -> Result<Pooled<M::Connection>, CheckOutError> {
-        let mut turn = self.begin();
-        *wait = Wait::Until(wait.deadline(turn.now));
-        match turn.inner.core.handle_check_out_direct(turn.now, *wait) {
-            CheckOut::Ready(connection) => turn.own.outcome = Some(Ok(connection)),
-            CheckOut::Later(id) => turn.own.id = Some(id),
+        let (mut inner, read) = self.begin(system_coarse_now(), true);
+        let asked = match *wait {
+            Wait::For(timeout) => Wait::For(timeout.saturating_add(read.lag)),
+            until => until,
+        };
+        if M::CHECKS {
+            *wait = Wait::Until(read.deadline(*wait));
         }
+        let mut own = match inner.core.handle_check_out_direct(read.at, asked) {
+            CheckOut::Ready(connection) if entered.is_none() && self.quiet(&inner) => return Ok(connection),
+            CheckOut::Ready(connection) => OwnCheckout {
+                id: None,
+                outcome: Some(Ok(connection)),
+            },
+            CheckOut::Later(id) => OwnCheckout {
+                id: Some(id),
+                outcome: None,
+            },
+        };
         // Only a queued checkout, or one that started something, can move
         // the timer's deadline earlier.
-        let rearm = !turn.inner.left_no_action() || turn.own.outcome.is_none();
-        self.end(&mut turn, usize::MAX, rearm);
-        let slot = match (turn.own.outcome.take(), turn.own.id) {
-            (Some(outcome), _) => {
-                self.perform(turn);
-                entered.take().inspect(|entered| entered());
-                return outcome;
-            }
-            (None, Some(id)) => turn.inner.queue(id, &thread_waker()),
-            (None, None) => unreachable!("a checkout is served or queued"),
-        };
-        self.perform(turn);
+        let rearm = own.outcome.is_none() || !inner.left_no_action();
+        let slot = self.end(inner, read.at, None, &mut own, rearm);
         entered.take().inspect(|entered| entered());
-        // The core fails it at its deadline: no timeout here.
+        if let Some(outcome) = own.outcome {
+            return outcome;
+        }
+        let slot = slot.expect("a checkout not served at once has a slot");
         loop {
             if let Some(outcome) = driver::take_outcome(&slot) {
                 return outcome;
@@ -235,14 +262,15 @@ impl<M: ManageConnection> Shared<M> {
     }
 
     /// Gives back a checked-out connection.
+    #[inline]
     pub(crate) fn check_in(&self, connection: Pooled<M::Connection>) {
-        let mut turn = self.begin();
-        let closed = turn.inner.core.state() == PoolState::Closed;
-        if let Some((slot, connection)) = turn.inner.check_in(turn.now, connection, &self.interrupts) {
-            turn.deferred.fill((slot, Ok(connection)));
+        let (mut inner, read) = self.begin(system_coarse_now(), false);
+        let closed = inner.core.state() == PoolState::Closed;
+        let handed = inner.check_in(read.at, connection, &self.interrupts);
+        if handed.is_none() && !closed && self.quiet(&inner) {
+            return;
         }
-        self.end(&mut turn, usize::MAX, false);
-        self.perform(turn);
+        self.end(inner, read.at, handed, &mut OwnCheckout::default(), false);
         if closed {
             self.changed.notify_all();
         }
@@ -358,34 +386,28 @@ impl<M: ManageConnection> Shared<M> {
             if done(&inner.core.status()) {
                 return true;
             }
-            let Some(left) = deadline.map(|d| d.saturating_duration_since(Instant::now())) else {
-                inner = self.changed.wait(inner).unwrap_or_else(PoisonError::into_inner);
-                continue;
-            };
-            if left.is_zero() {
-                return false;
+            match deadline {
+                None => self.changed.wait(&mut inner),
+                Some(deadline) if self.changed.wait_until(&mut inner, deadline).timed_out() => {
+                    return done(&inner.core.status());
+                }
+                Some(_) => {}
             }
-            inner = (self.changed.wait_timeout(inner, left))
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
         }
     }
 
     /// Starts the timer thread (and the leak watcher) of the current epoch.
+    /// Refused a thread, deadlines are met only when inputs come (a parked
+    /// `get()` is still woken by the input that fills its slot).
     pub(crate) fn start_threads(&self) {
         let epoch = self.epoch.load(Ordering::Acquire);
         let me = self.me.clone();
-        let timer = thread::Builder::new()
+        let _ = thread::Builder::new()
             .name("cmap-timer".into())
             .spawn(move || run_timer(me, epoch));
-        // No thread: deadlines are then met only by inputs (a checkout's
-        // own thread still wakes up when another input fills its slot).
-        *self.timer.lock().unwrap_or_else(PoisonError::into_inner) = timer.ok().map(|t| t.thread().clone());
         if self.leaks.is_some() {
             let me = self.me.clone();
-            let _ = thread::Builder::new()
-                .name("cmap-leaks".into())
-                .spawn(move || watch_leaks(me, epoch));
+            let _ = (thread::Builder::new().name("cmap-leaks".into())).spawn(move || watch_leaks(me, epoch));
         }
     }
 
@@ -405,7 +427,7 @@ impl<M: ManageConnection> Shared<M> {
     /// threads start again.
     #[cold]
     fn reset_after_fork(&self, generation: u64) {
-        let _one = self.forking.lock().unwrap_or_else(PoisonError::into_inner);
+        let _one = self.forking.lock();
         if self.forks.load(Ordering::Acquire) == generation {
             return;
         }
@@ -418,20 +440,36 @@ impl<M: ManageConnection> Shared<M> {
         self.start_threads();
     }
 
-    /// The timer's turn ([`driver::timer`]).
+    /// The timer's turn ([`driver::timer`]): at most
+    /// [`OUTPUTS_PER_WAKE`](driver::timer::OUTPUTS_PER_WAKE) outputs, then
+    /// what the timer does next, armed under the lock.
     fn tick(&self) -> driver::timer::Tick {
         self.events.refresh();
-        let mut turn = self.begin();
-        let now = turn.now;
-        let due = driver::timer::fire_due(&mut turn.inner.core, now);
-        let more = self.end(&mut turn, driver::timer::OUTPUTS_PER_WAKE, false);
-        #[cfg(feature = "recorder")]
-        let incident = (self.flight.as_ref()).and_then(|flight| flight.take_incident(&turn.inner.core));
-        let tick = driver::timer::after_turn(&turn.inner.core, now, due, more, Instant::now);
-        if let Some(armed) = tick.armed(now) {
-            turn.inner.armed = armed;
+        let (mut inner, read) = self.begin(CoarseNow::exact(Instant::now()), false);
+        let now = read.at;
+        let due = driver::timer::fire_due(&mut inner.core, now);
+        let (mut deferred, mut own) = (Deferred::default(), OwnCheckout::default());
+        let limit = driver::timer::OUTPUTS_PER_WAKE;
+        let more = inner.drain(
+            now,
+            &self.events,
+            &self.interrupts,
+            &mut deferred,
+            &mut own,
+            limit,
+        );
+        #[cfg(feature = "metrics")]
+        if let Some(metrics) = &self.metrics {
+            deferred.set_measured(metrics.take(&mut inner.core));
         }
-        self.perform(turn);
+        #[cfg(feature = "recorder")]
+        let incident = (self.flight.as_ref()).and_then(|flight| flight.take_incident(&inner.core));
+        let tick = driver::timer::after_turn(&inner.core, now, due, more, Instant::now);
+        if let Some(armed) = tick.armed(now) {
+            inner.armed = armed;
+        }
+        drop(inner);
+        deferred.perform(self);
         #[cfg(feature = "recorder")]
         if let (Some(flight), Some(recording)) = (&self.flight, incident) {
             flight.report(&self.address, &recording);
@@ -458,7 +496,7 @@ impl<M: ManageConnection> Perform<M::Connection> for Shared<M> {
     }
 
     fn wake_timer(&self) {
-        if let Some(timer) = &*self.timer.lock().unwrap_or_else(PoisonError::into_inner) {
+        if let Some(timer) = &*self.timer.lock() {
             timer.unpark();
         }
     }
@@ -532,6 +570,11 @@ fn establish<M: ManageConnection>(shared: &Shared<M>, id: ConnectionId, abort: A
 /// an input that moves it earlier; it ends with the pool.
 fn run_timer<M: ManageConnection>(pool: Weak<Shared<M>>, epoch: u64) {
     use driver::timer::Tick;
+    // Known before its first turn, so that no input after that turn's look
+    // at the core misses it.
+    if let Some(shared) = pool.upgrade() {
+        *shared.timer.lock() = Some(thread::current());
+    }
     loop {
         let Some(shared) = pool.upgrade() else { return };
         if shared.epoch.load(Ordering::Acquire) != epoch {

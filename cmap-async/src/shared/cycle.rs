@@ -245,14 +245,9 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
     /// before the lock. For a checkout (`checkout`), a coarse `read` is kept
     /// only while a connection is available.
     #[inline(always)]
-    pub(crate) fn cycle(&self, mut read: CoarseNow, checkout: bool) -> Cycle<'_, M, R> {
+    pub(crate) fn cycle(&self, read: CoarseNow, checkout: bool) -> Cycle<'_, M, R> {
         let mut locked = self.lock();
-        locked.core.set_events_enabled(self.events.wanted());
-        let coarse_will_do = locked.waiters.is_empty() && (!checkout || locked.core.status().available > 0);
-        if !coarse_will_do && !read.lag.is_zero() {
-            read = CoarseNow::exact(self.rt.now());
-        }
-        read.at = locked.clock(read.at);
+        let read = locked.open(self.events.wanted(), read, checkout, || self.rt.now());
         Cycle {
             shared: self,
             locked,
