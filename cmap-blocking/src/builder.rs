@@ -15,18 +15,6 @@ use crate::shared::Shared;
 /// Builds a [`Pool`], with the defaults and settings of
 /// [`cmap_async::PoolBuilder`]: its setters are generated from the same
 /// list, so each has the same name, signature and documentation here.
-///
-/// ```
-/// # use std::time::Duration;
-/// # use cmap_blocking::{BuildError, ManageConnection, Pool};
-/// fn build<M: ManageConnection>(manager: M) -> Result<Pool<M>, BuildError> {
-///     Pool::builder()
-///         .address("db.example:27017")
-///         .max_pool_size(10)
-///         .wait_queue_timeout(Duration::from_secs(2))
-///         .build(manager)
-/// }
-/// ```
 #[must_use = "a builder does nothing until `build`"]
 pub struct PoolBuilder<M: ManageConnection> {
     settings: Settings,

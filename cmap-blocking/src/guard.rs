@@ -47,14 +47,10 @@ impl<'a, M: ManageConnection> PooledConnection<'a, M> {
     }
 
     fn new(conn: Pooled<M::Connection>, pool: PoolRef<'a, M>, caller: Caller) -> Self {
-        let shared = pool.get();
-        let tracked = match &shared.leaks {
-            Some(leaks) => {
-                leaks.checked_out(conn.id(), Instant::now(), caller);
-                true
-            }
-            None => false,
-        };
+        let leaks = pool.get().leaks.as_ref();
+        let tracked = leaks
+            .inspect(|leaks| leaks.checked_out(conn.id(), Instant::now(), caller))
+            .is_some();
         PooledConnection {
             conn: Some(conn),
             pool,

@@ -29,30 +29,7 @@ use cmap_async::{Address, EstablishErrorKind, ServiceId};
 /// "Connection closed" log message, so its `Display` must not contain
 /// credentials.
 ///
-/// # Example
-///
-/// ```
-/// use std::net::{SocketAddr, TcpStream};
-/// use std::time::Duration;
-///
-/// struct Tcp {
-///     addr: SocketAddr,
-/// }
-///
-/// impl cmap_blocking::ManageConnection for Tcp {
-///     type Connection = TcpStream;
-///     type Error = std::io::Error;
-///
-///     fn connect(&self) -> Result<TcpStream, std::io::Error> {
-///         // TCP, then the handshake and authentication of a real protocol.
-///         TcpStream::connect_timeout(&self.addr, Duration::from_secs(5))
-///     }
-///
-///     fn classify(&self, error: &std::io::Error) -> cmap_blocking::EstablishErrorKind {
-///         cmap_blocking::EstablishErrorKind::of_io(error)
-///     }
-/// }
-/// ```
+/// An example: the [crate docs](crate).
 pub trait ManageConnection: Send + Sync + 'static {
     /// The connection.
     type Connection: Send + 'static;
