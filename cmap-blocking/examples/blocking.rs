@@ -18,7 +18,7 @@ use cmap_blocking::{ManageConnection, Pool};
 use cmap_testkit::echo::{echo_server, report, show};
 
 /// Connections to the echo server. A driver's `connect` would also do its
-/// handshake and authentication here; it runs on a worker thread.
+/// handshake and authentication here; it runs on a thread of its own.
 struct Echo {
     addr: SocketAddr,
 }

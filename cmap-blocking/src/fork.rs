@@ -4,8 +4,8 @@
 //! to [`generation`] in every forked child. A pool records the generation
 //! it was built in and compares it with one atomic load on each checkout;
 //! a difference means it now lives in a forked child and must reset
-//! itself ([`cmap_async::Pool::reset_after_fork`]). The worker threads do
-//! the same check when spawning, since none of the parent's survive.
+//! itself (`Inner::reset_after_fork`) and start its threads again, since
+//! none of the parent's survive.
 //!
 //! This module holds the crate's only `unsafe`: the registration.
 //! Handlers registered with `pthread_atfork` are inherited by children, so

@@ -1,7 +1,7 @@
 //! The spec's log messages out of the blocking pool, through `tracing`:
 //! the same transcript as on tokio (`cmap_testkit::logs`). A test binary
 //! of its own, because the subscriber is the process's (inputs run on the
-//! pool's worker threads too).
+//! pool's own threads too).
 
 mod common;
 

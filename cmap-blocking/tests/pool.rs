@@ -208,7 +208,7 @@ fn denied_credentials_give_their_real_error_and_clear() {
 
 #[test]
 fn a_hanging_connect_is_given_up_at_the_connect_timeout() {
-    // The connect blocks its worker thread; the checkout still fails on
+    // The connect blocks its thread; the checkout still fails on
     // time, because the pool waits for it on another thread.
     let m = SyncFake::default();
     m.hang.store(true, Ordering::SeqCst);
@@ -320,7 +320,7 @@ fn a_sync_manager_that_does_not_check_is_never_checked() {
 fn a_panicking_sync_manager_loses_no_connection_and_no_capacity() {
     let m = SyncFake::default();
     let pool = builder().max_pool_size(1).build(m.clone()).unwrap();
-    // `connect` panics on a worker thread: the checkout fails with it.
+    // `connect` panics on its thread: the checkout fails with it.
     m.connect_panics.store(true, Ordering::SeqCst);
     let err = pool.get().unwrap_err();
     let panicked =

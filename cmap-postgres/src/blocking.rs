@@ -98,7 +98,7 @@ where
     type Connection = PgConnection;
     type Error = PgError;
 
-    /// Connects (on one of the pool's worker threads), learns the backend
+    /// Connects (on a thread of the pool's), learns the backend
     /// pid, runs `init_sql` and the `configure` hook.
     fn connect(&self) -> Result<PgConnection, PgError> {
         let mut client = self.config.connect(self.tls.clone())?;

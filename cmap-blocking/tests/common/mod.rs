@@ -10,7 +10,7 @@ use std::time::Duration;
 use cmap_blocking::{ManageConnection, Pool, PoolBuilder};
 use cmap_testkit::{Conn, FakeError, State};
 
-/// The fake, synchronous: connecting sleeps the worker thread.
+/// The fake, synchronous: connecting sleeps the connect's thread.
 #[derive(Clone, Default)]
 pub struct SyncFake {
     pub state: Arc<State>,
