@@ -158,32 +158,30 @@ impl<M: ManageConnection> Shared<M> {
         inner.left_no_action() && inner.core.pending_events() == 0
     }
 
-    /// Ends an input in full: a connection `handed` to a waiter filled
-    /// first, the outputs drained (the input's own checkout, `own`, served
-    /// or queued with a slot that wakes this thread), the timer re-armed if
-    /// `rearm` and the deadline moved earlier, the lock released, the work
+    /// Ends an input in full, the one way every input but the quiet ones
+    /// ends: a connection `handed` to a waiter filled first, at most
+    /// `limit` outputs drained (the input's own checkout, `own`, served or
+    /// queued with a slot that wakes this thread), the timer re-armed if
+    /// `rearm` and the deadline moved earlier, `last` called under the lock
+    /// (told whether outputs are left), the lock released, the work
     /// performed in the layer's order.
+    #[allow(clippy::too_many_arguments)]
     #[inline(never)]
-    fn end(
+    fn end<T>(
         &self,
         mut inner: Locked<'_, M::Connection>,
         now: Instant,
         handed: Option<Handed<M::Connection>>,
         own: &mut OwnCheckout<M::Connection>,
         rearm: bool,
-    ) -> Option<SharedSlot<M::Connection>> {
+        limit: usize,
+        last: impl FnOnce(&mut Inner<M::Connection>, bool) -> T,
+    ) -> (Option<SharedSlot<M::Connection>>, T) {
         let mut deferred = Deferred::default();
         if let Some((slot, connection)) = handed {
             deferred.fill((slot, Ok(connection)));
         }
-        inner.drain(
-            now,
-            &self.events,
-            &self.interrupts,
-            &mut deferred,
-            own,
-            usize::MAX,
-        );
+        let more = inner.drain(now, &self.events, &self.interrupts, &mut deferred, own, limit);
         if rearm {
             deferred.set_rearm(inner.rearm());
         }
@@ -195,16 +193,25 @@ impl<M: ManageConnection> Shared<M> {
             (Some(id), None) => Some(inner.queue(id, &thread_waker())),
             _ => None,
         };
+        let out = last(&mut inner, more);
         drop(inner);
         deferred.perform(self);
-        slot
+        (slot, out)
     }
 
     /// One input: `f` makes one call on the core.
     pub(crate) fn input<T>(&self, f: impl FnOnce(&mut Inner<M::Connection>, Instant) -> T) -> T {
         let (mut inner, read) = self.begin(CoarseNow::exact(Instant::now()), false);
         let out = f(&mut inner, read.at);
-        self.end(inner, read.at, None, &mut OwnCheckout::default(), true);
+        self.end(
+            inner,
+            read.at,
+            None,
+            &mut OwnCheckout::default(),
+            true,
+            usize::MAX,
+            |_, _| (),
+        );
         out
     }
 
@@ -241,7 +248,7 @@ impl<M: ManageConnection> Shared<M> {
         // Only a queued checkout, or one that started something, can move
         // the timer's deadline earlier.
         let rearm = own.outcome.is_none() || !inner.left_no_action();
-        let slot = self.end(inner, read.at, None, &mut own, rearm);
+        let (slot, ()) = self.end(inner, read.at, None, &mut own, rearm, usize::MAX, |_, _| ());
         entered.take().inspect(|entered| entered());
         if let Some(outcome) = own.outcome {
             return outcome;
@@ -270,7 +277,8 @@ impl<M: ManageConnection> Shared<M> {
         if handed.is_none() && !closed && self.quiet(&inner) {
             return;
         }
-        self.end(inner, read.at, handed, &mut OwnCheckout::default(), false);
+        let none = &mut OwnCheckout::default();
+        self.end(inner, read.at, handed, none, false, usize::MAX, |_, _| ());
         if closed {
             self.changed.notify_all();
         }
@@ -448,28 +456,28 @@ impl<M: ManageConnection> Shared<M> {
         let (mut inner, read) = self.begin(CoarseNow::exact(Instant::now()), false);
         let now = read.at;
         let due = driver::timer::fire_due(&mut inner.core, now);
-        let (mut deferred, mut own) = (Deferred::default(), OwnCheckout::default());
-        let limit = driver::timer::OUTPUTS_PER_WAKE;
-        let more = inner.drain(
-            now,
-            &self.events,
-            &self.interrupts,
-            &mut deferred,
-            &mut own,
-            limit,
-        );
-        #[cfg(feature = "metrics")]
-        if let Some(metrics) = &self.metrics {
-            deferred.set_measured(metrics.take(&mut inner.core));
-        }
         #[cfg(feature = "recorder")]
-        let incident = (self.flight.as_ref()).and_then(|flight| flight.take_incident(&inner.core));
-        let tick = driver::timer::after_turn(&inner.core, now, due, more, Instant::now);
-        if let Some(armed) = tick.armed(now) {
-            inner.armed = armed;
-        }
-        drop(inner);
-        deferred.perform(self);
+        let mut incident = None;
+        let limit = driver::timer::OUTPUTS_PER_WAKE;
+        let (_, tick) = self.end(
+            inner,
+            now,
+            None,
+            &mut OwnCheckout::default(),
+            false,
+            limit,
+            |inner, more| {
+                #[cfg(feature = "recorder")]
+                {
+                    incident = (self.flight.as_ref()).and_then(|flight| flight.take_incident(&inner.core));
+                }
+                let tick = driver::timer::after_turn(&inner.core, now, due, more, Instant::now);
+                if let Some(armed) = tick.armed(now) {
+                    inner.armed = armed;
+                }
+                tick
+            },
+        );
         #[cfg(feature = "recorder")]
         if let (Some(flight), Some(recording)) = (&self.flight, incident) {
             flight.report(&self.address, &recording);
