@@ -9,8 +9,8 @@ use std::time::Duration;
 use cmap_core::{Address, Reconnect};
 
 use crate::error::BuildError;
-use crate::events::{EventHub, Subscriber};
-use crate::leak::{self, Leaks};
+use crate::events::Subscriber;
+use crate::leak;
 use crate::manager::ManageConnection;
 use crate::pool::Pool;
 use crate::runtime::Runtime;
@@ -229,44 +229,27 @@ impl<M: ManageConnection, R: Runtime> PoolBuilder<M, R> {
     ///
     /// No address, a bad address, or invalid options.
     pub fn build_on(mut self, manager: M, rt: R) -> Result<Pool<M, R>, BuildError> {
-        let (address, options) = self.settings.resolve(|| manager.address())?;
-        let hub = Arc::new(EventHub::default());
-        for callback in self.callbacks {
-            // Dropping the handle keeps the callback.
-            let _ = hub.on_batch(callback);
-        }
-        hub.refresh();
-        // Spec: the pool is created paused and emits ConnectionPoolCreated.
-        let core = cmap_core::Pool::new(rt.now(), address.clone(), options.clone());
+        let parts = self
+            .settings
+            .parts(|| manager.address(), self.callbacks, rt.now())?;
         let timeouts = Timeouts {
             connect: self.settings.connect_timeout,
             reset: self.settings.reset_timeout,
         };
-        let leaks = Leaks::new(self.settings.leak_detection_threshold);
-        #[cfg(feature = "recorder")]
-        let flight = match self.settings.flight {
-            (0, _) => None,
-            (capacity, dir) => Some(Box::new(crate::flight::Flight::new(capacity, dir))),
-        };
-        // Before the ready input: its measures count.
-        #[cfg(feature = "metrics")]
-        let metrics = self
-            .settings
-            .metrics
-            .then(|| crate::driver::Metrics::new(&address));
         let shared = Shared::new(
             manager,
             rt,
-            address,
-            options,
+            parts.address,
+            parts.options,
             timeouts,
-            core,
-            hub,
-            leaks,
+            parts.core,
+            parts.events,
+            parts.leaks,
             #[cfg(feature = "recorder")]
-            flight,
+            parts.flight,
+            // Before the ready input: its measures count.
             #[cfg(feature = "metrics")]
-            metrics,
+            parts.metrics,
         );
         let start_paused = self.settings.start_paused;
         shared.input(|inner, now| {

@@ -40,7 +40,7 @@
 pub use crate::export::{Measured, Metrics};
 pub use crate::leak::{Back, LeakBook, LeakNext, LeakReport};
 pub use crate::panics::{catch_panic, catch_panic_in, CatchPanic, CountPanics};
-pub use crate::setters::Settings;
+pub use crate::setters::{Parts, Settings};
 
 pub use crate::abort::Abort;
 pub use crate::events::{subscriber, EventHub, Subscriber};

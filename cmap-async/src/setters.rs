@@ -125,6 +125,70 @@ impl Settings {
     }
 }
 
+/// What a threaded driver's `build` makes from its [`Settings`] before
+/// its pool exists ([`Settings::parts`]): the same for cmap-async's pool
+/// and cmap-blocking's. Part of the [driver layer](crate::driver).
+#[non_exhaustive]
+pub struct Parts<C> {
+    /// The server's address, for events and logs.
+    pub address: Address,
+    /// The options as built (seeded).
+    pub options: PoolOptions,
+    /// The core, paused: it has emitted `ConnectionPoolCreated`.
+    pub core: cmap_core::Pool<C>,
+    /// The events' hub, with the builder's callbacks subscribed.
+    pub events: std::sync::Arc<crate::events::EventHub>,
+    /// Leak detection, when a threshold is set.
+    pub leaks: Option<Box<crate::leak::Leaks>>,
+    /// The flight recorder, when turned on.
+    #[cfg(feature = "recorder")]
+    pub flight: Option<Box<crate::flight::Flight>>,
+    /// The metrics export, when turned on.
+    #[cfg(feature = "metrics")]
+    pub metrics: Option<crate::export::Metrics>,
+}
+
+impl Settings {
+    /// The [`Parts`] of a pool: its address (see [`resolve`](Self::resolve)),
+    /// a core made at `now`, a hub with `callbacks` subscribed (before the
+    /// pool exists, so they see `ConnectionPoolCreated`), and leak
+    /// detection, the flight recorder and metrics as set.
+    ///
+    /// # Errors
+    ///
+    /// As [`resolve`](Self::resolve).
+    pub fn parts<C>(
+        &mut self,
+        manager_address: impl FnOnce() -> Option<Address>,
+        callbacks: Vec<crate::events::Subscriber>,
+        now: std::time::Instant,
+    ) -> Result<Parts<C>, BuildError> {
+        let (address, options) = self.resolve(manager_address)?;
+        let events = std::sync::Arc::new(crate::events::EventHub::default());
+        for callback in callbacks {
+            // Dropping the handle keeps the callback.
+            let _ = events.on_batch(callback);
+        }
+        events.refresh();
+        // Spec: the pool is created paused and emits ConnectionPoolCreated.
+        let core = cmap_core::Pool::new(now, address.clone(), options.clone());
+        Ok(Parts {
+            #[cfg(feature = "recorder")]
+            flight: match std::mem::take(&mut self.flight) {
+                (0, _) => None,
+                (capacity, dir) => Some(Box::new(crate::flight::Flight::new(capacity, dir))),
+            },
+            #[cfg(feature = "metrics")]
+            metrics: self.metrics.then(|| crate::export::Metrics::new(&address)),
+            leaks: crate::leak::Leaks::new(self.leak_detection_threshold),
+            address,
+            options,
+            core,
+            events,
+        })
+    }
+}
+
 /// Expands every builder setter (`@common`: those of every adapter,
 /// `@threaded`: those of pools shared between threads, the `Send + Sync`
 /// event callback; both without a group), in one of two modes:

@@ -1,10 +1,9 @@
 //! Building a synchronous pool: every setter of the other drivers'
 //! builders (`pool_builder_setters!` over the driver layer's `Settings`).
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cmap_async::driver::{EventHub, Leaks, Settings, Subscriber};
+use cmap_async::driver::{Settings, Subscriber};
 use cmap_async::BuildError;
 
 use crate::fork;
@@ -48,35 +47,8 @@ impl<M: ManageConnection> PoolBuilder<M> {
     pub fn build(mut self, manager: M) -> Result<Pool<M>, BuildError> {
         fork::watch();
         let settings = &mut self.settings;
-        let (address, options) = settings.resolve(|| manager.address())?;
-        let hub = Arc::new(EventHub::default());
-        for callback in self.callbacks {
-            // Dropping the handle keeps the callback.
-            let _ = hub.on_batch(callback);
-        }
-        hub.refresh();
-        // Spec: the pool is created paused and emits ConnectionPoolCreated.
-        let core = cmap_async::cmap_core::Pool::new(Instant::now(), address.clone(), options.clone());
-        #[cfg(feature = "metrics")]
-        let metrics = settings
-            .metrics
-            .then(|| cmap_async::driver::Metrics::new(&address));
-        let shared = Shared::new(
-            manager,
-            address,
-            options.wait_queue_timeout(),
-            settings.connect_timeout,
-            core,
-            hub,
-            Leaks::new(settings.leak_detection_threshold),
-            #[cfg(feature = "recorder")]
-            match std::mem::take(&mut settings.flight) {
-                (0, _) => None,
-                (capacity, dir) => Some(Box::new(cmap_async::driver::Flight::new(capacity, dir))),
-            },
-            #[cfg(feature = "metrics")]
-            metrics,
-        );
+        let parts = settings.parts(|| manager.address(), self.callbacks, Instant::now())?;
+        let shared = Shared::new(manager, settings.connect_timeout, parts);
         if !settings.start_paused {
             // A new pool is not closed: this cannot fail.
             let _ = shared.input(|inner, now| inner.core.handle_ready(now));

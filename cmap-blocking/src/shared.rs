@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 
 use cmap_async::cmap_core::{CheckOut, Pooled, Wait};
 use cmap_async::driver::{
-    self, Abort, Deferred, EventHub, Handed, Inner, Interrupts, Leaks, OwnCheckout, Perform, SharedSlot,
+    self, Abort, Deferred, EventHub, Handed, Inner, Interrupts, Leaks, OwnCheckout, Parts, Perform,
+    SharedSlot,
 };
 use cmap_async::{
     system_coarse_now, Address, CheckOutError, CoarseNow, ConnectionId, EstablishError, Hook, PoolState,
@@ -90,44 +91,35 @@ pub(crate) fn thread_waker() -> Waker {
 }
 
 impl<M: ManageConnection> Shared<M> {
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         manager: M,
-        address: Address,
-        wait_queue_timeout: Option<Duration>,
         connect_timeout: Option<Duration>,
-        core: cmap_async::cmap_core::Pool<M::Connection>,
-        events: Arc<EventHub>,
-        leaks: Option<Box<Leaks>>,
-        #[cfg(feature = "recorder")] flight: Option<Box<driver::Flight>>,
-        #[cfg(feature = "metrics")] metrics: Option<driver::Metrics>,
+        parts: Parts<M::Connection>,
     ) -> Arc<Self> {
+        #[cfg_attr(not(feature = "metrics"), allow(unused_mut))]
+        let mut core = parts.core;
         #[cfg(feature = "metrics")]
-        let core = {
-            let mut core = core;
-            core.set_measures_enabled(metrics.is_some());
-            core
-        };
+        core.set_measures_enabled(parts.metrics.is_some());
         Arc::new_cyclic(|me| Shared {
             me: me.clone(),
             manager: Arc::new(manager),
-            address,
-            wait_queue_timeout,
+            wait_queue_timeout: parts.options.wait_queue_timeout(),
+            address: parts.address,
             connect_timeout,
             inner: Mutex::new(Inner::new(core)),
             changed: Condvar::new(),
-            events,
+            events: parts.events,
             interrupts: Interrupts::default(),
             timer: Mutex::new(None),
             epoch: AtomicU64::new(0),
             handles: AtomicUsize::new(1),
             forks: AtomicU64::new(fork::generation()),
             forking: Mutex::new(()),
-            leaks: leaks.map(Arc::from),
+            leaks: parts.leaks.map(Arc::from),
             #[cfg(feature = "recorder")]
-            flight,
+            flight: parts.flight,
             #[cfg(feature = "metrics")]
-            metrics,
+            metrics: parts.metrics,
         })
     }
 
