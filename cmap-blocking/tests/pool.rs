@@ -522,3 +522,26 @@ fn a_leak_report_names_the_line_that_called_the_blocking_get() {
     assert!(logged[0]["location"].contains(&here), "{here} in {:?}", logged[0]);
     assert_eq!(logged[1]["level"], "INFO");
 }
+
+#[test]
+fn metrics_are_fed_from_the_pools_inputs() {
+    let rec = cmap_testkit::recorder::Recording::default();
+    let pool = metrics::with_local_recorder(&rec, || {
+        let builder = builder().address("metrics:5432").max_pool_size(2);
+        builder.metrics(true).build(SyncFake::default()).unwrap()
+    });
+    // available, in use, pending, total, waiting
+    let gauges = || rec.pool_gauges("metrics:5432");
+    let first = pool.get().unwrap();
+    let mut second = pool.get().unwrap();
+    assert_eq!(gauges(), [0.0, 2.0, 0.0, 2.0, 0.0]);
+    drop(first);
+    assert_eq!(gauges(), [1.0, 1.0, 0.0, 2.0, 0.0]);
+    second.mark_broken();
+    drop(second);
+    assert_eq!(gauges(), [1.0, 0.0, 0.0, 1.0, 0.0]);
+    pool.close();
+    assert_eq!(gauges(), [0.0; 5]);
+    let opened = rec.counter("cmap_connections_opened_total{address=metrics:5432}");
+    assert_eq!(opened, 2);
+}
