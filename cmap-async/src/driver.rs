@@ -71,6 +71,23 @@ pub fn classify<E: std::error::Error + 'static>(with: Option<&Classify<E>>, erro
     }
 }
 
+/// An establishment's `result` with the service its connection reached,
+/// for [`Inner::finish_establish`]: `service_id` is the manager's (user
+/// code, so called outside the lock, under a panic guard counted in
+/// `panics`; a panic fails the establishment).
+pub fn with_service<C>(
+    result: Result<C, cmap_core::EstablishError>,
+    panics: &impl CountPanics,
+    service_id: impl FnOnce(&C) -> Option<cmap_core::ServiceId>,
+) -> Result<(C, Option<cmap_core::ServiceId>), cmap_core::EstablishError> {
+    result.and_then(
+        |conn| match catch_panic(panics, crate::Hook::Connect, || service_id(&conn)) {
+            Ok(service) => Ok((conn, service)),
+            Err(panicked) => Err(cmap_core::EstablishError::other(panicked)),
+        },
+    )
+}
+
 /// One establishment, as every async driver runs it in the task it spawns
 /// for an `Action::Establish`: `connect()` made and polled under a panic
 /// guard (a panic is a failure like any other, counted in `panics`),

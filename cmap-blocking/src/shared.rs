@@ -15,11 +15,11 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
-
-use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::task::{Wake, Waker};
 use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use cmap_async::cmap_core::{CheckOut, Pooled, Wait};
 use cmap_async::driver::{
@@ -356,15 +356,8 @@ impl<M: ManageConnection> Shared<M> {
 
     /// Reports establishing `id` to the core.
     fn finish_establish(&self, id: ConnectionId, result: Result<M::Connection, EstablishError>) {
-        let result = result.and_then(|conn| {
-            let service = self
-                .events
-                .panics()
-                .call(Hook::Connect, || self.manager.service_id(&conn));
-            service
-                .map(|service| (conn, service))
-                .map_err(EstablishError::other)
-        });
+        let panics = &**self.events.panics();
+        let result = driver::with_service(result, panics, |conn| self.manager.service_id(conn));
         self.input(|inner, now| inner.finish_establish(now, id, result));
         self.changed.notify_all();
     }

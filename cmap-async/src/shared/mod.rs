@@ -46,7 +46,6 @@ use crate::events::EventHub;
 use crate::interrupt::Interrupts;
 use crate::leak::Leaks;
 use crate::manager::ManageConnection;
-use crate::panics::Hook;
 use crate::runtime::Runtime;
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{Mutex, MutexGuard};
@@ -187,16 +186,8 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
 
     /// Reports the outcome of establishing `id` to the core.
     pub(crate) fn finish_establish(&self, id: ConnectionId, result: Result<M::Connection, EstablishError>) {
-        let result = result.and_then(|conn| {
-            let service_id = self
-                .events
-                .panics
-                .call(Hook::Connect, || self.manager.service_id(&conn));
-            match service_id {
-                Ok(service_id) => Ok((conn, service_id)),
-                Err(panicked) => Err(EstablishError::other(panicked)),
-            }
-        });
+        let result =
+            crate::driver::with_service(result, &*self.events.panics, |conn| self.manager.service_id(conn));
         self.input(|inner, now| inner.finish_establish(now, id, result));
         self.established.notify(usize::MAX);
     }
