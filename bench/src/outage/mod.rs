@@ -17,6 +17,7 @@ pub mod mongo;
 pub mod pg;
 pub mod refusals;
 pub mod soak;
+pub mod third_party;
 
 use std::net::SocketAddr;
 use std::path::Path;
