@@ -54,6 +54,18 @@ async fn kill(id: u32) {
     panic!("session {id} still listed 5 s after KILL");
 }
 
+/// Waits until the pool holds its connection again: a check-in's reset
+/// runs in a task of its own, and a `KILL` must not race it.
+async fn until_pooled(pool: &Pool<MySqlManager>) {
+    for _ in 0..500 {
+        if pool.status().available == 1 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the connection did not come back to the pool within 5 s");
+}
+
 async fn rows_with(conn: &mut Conn, marker: &str) -> u64 {
     conn.exec_first("SELECT COUNT(*) FROM cmap_rollback WHERE marker = ?", (marker,))
         .await
@@ -151,6 +163,7 @@ async fn a_session_killed_while_idle_past_the_threshold_is_replaced_at_checkout(
     let conn = pool.get().await.unwrap();
     let id = conn.thread_id();
     drop(conn);
+    until_pooled(&pool).await;
     kill(id).await;
     tokio::time::sleep(Duration::from_millis(60)).await;
     // Pinged, found dead, closed; a new session is handed out instead.
@@ -173,6 +186,7 @@ async fn a_session_used_within_the_threshold_is_not_pinged() {
     let conn = pool.get().await.unwrap();
     let id = conn.thread_id();
     drop(conn);
+    until_pooled(&pool).await;
     kill(id).await;
     let mut conn = pool.get().await.unwrap();
     assert_eq!(conn.thread_id(), id, "handed out unchecked");
