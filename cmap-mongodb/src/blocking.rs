@@ -27,7 +27,7 @@ use cmap_core::{Address, ServiceId};
 
 use crate::connection::{Connection, ServerInfo};
 use crate::error::{Error, Stage};
-use crate::handshake::hello;
+use crate::handshake::{hello, HandshakeTimeout};
 use crate::manager::{Manager, Threads};
 use crate::operation::{deadline, jitter, no_connection, OverloadRetry};
 use crate::transport::StdStream;
@@ -188,6 +188,14 @@ impl Manager<Threads> {
         };
         let mut conn = Connection::new(stream, settings.address().clone());
         let auth = settings.authenticator()?;
+        // Under timeoutMS, each handshake command bounds itself (the
+        // pool tells this manager of no checkout: "Background Connection
+        // Pooling"); without, connectTimeoutMS goes on.
+        conn.handshake_timeout = HandshakeTimeout::new(settings.options.timeout, None);
+        let deadline = match conn.handshake_timeout {
+            HandshakeTimeout::None => deadline,
+            _ => Deadline::new(None),
+        };
         deadline.arm(conn_tcp(&conn), Stage::Hello)?;
         let reply = finish(hello(
             &mut conn,
@@ -200,6 +208,7 @@ impl Manager<Threads> {
             deadline.arm(conn_tcp(&conn), Stage::Authentication)?;
             finish(auth.authenticate(&mut conn, &reply)).map_err(|e| deadline.timed_out(e))?;
         }
+        conn.handshake_timeout = HandshakeTimeout::None;
         // Commands have no socket timeout, as with the async manager.
         let tcp = conn_tcp(&conn);
         let _ = tcp
