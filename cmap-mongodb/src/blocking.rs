@@ -29,7 +29,7 @@ use crate::connection::{Connection, ServerInfo};
 use crate::error::{Error, Stage};
 use crate::handshake::{hello, HandshakeTimeout};
 use crate::manager::{Manager, Threads};
-use crate::operation::{deadline, jitter, no_connection, OverloadRetry};
+use crate::operation::{deadline, jitter, no_connection, overload_retries, OverloadRetry};
 use crate::transport::StdStream;
 
 /// A pooled connection of a [`MongoManager`].
@@ -115,7 +115,7 @@ impl MongoPool for cmap_blocking::Pool<MongoManager> {
         command: &Document,
         deadline: Option<Instant>,
     ) -> Result<Document, Error> {
-        let mut retry = OverloadRetry::new(self.manager().options().max_adaptive_retries);
+        let mut retry = OverloadRetry::new(overload_retries(self.manager().options()));
         loop {
             let error = match attempt(self, db, command, deadline) {
                 Err(error) => error,

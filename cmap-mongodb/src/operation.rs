@@ -70,6 +70,18 @@ impl OverloadRetry {
     }
 }
 
+/// How many overload retries `options` allow a [`MongoPool`] command:
+/// `maxAdaptiveRetries`, if both `retryReads` and `retryWrites` are on
+/// (the client backpressure specification, "Overload retry policy" 2.4:
+/// "To retry `runCommand`, both ... MUST be enabled"), else none.
+pub(crate) fn overload_retries(options: &MongoOptions) -> u32 {
+    if options.retry_reads && options.retry_writes {
+        options.max_adaptive_retries
+    } else {
+        0
+    }
+}
+
 /// A jitter in `[0, 1)` from the operating system's random source (0.5
 /// if it fails: the average).
 pub(crate) fn jitter() -> f64 {
@@ -159,7 +171,7 @@ impl<N: crate::async_open::Net, R: cmap_async::Runtime> MongoPool for cmap_async
         command: &'a Document,
         deadline: Option<Instant>,
     ) -> Result<Document, Error> {
-        let mut retry = OverloadRetry::new(self.manager().options().max_adaptive_retries);
+        let mut retry = OverloadRetry::new(overload_retries(self.manager().options()));
         loop {
             let error = match attempt(self, db, command, deadline).await {
                 Err(error) => error,

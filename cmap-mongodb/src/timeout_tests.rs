@@ -316,6 +316,33 @@ fn an_overloaded_server_is_retried_with_the_formulas_backoff_on_fresh_checkouts(
     });
 }
 
+/// Client backpressure, "Overload retry policy" 2.4: `runCommand` is
+/// retried only with both `retryReads` and `retryWrites` on.
+#[test]
+fn a_command_is_retried_as_overloaded_only_with_both_retry_reads_and_retry_writes() {
+    for (flags, attempts) in [
+        ("retryReads=false&", 1),
+        ("retryWrites=false&", 1),
+        ("retryReads=true&retryWrites=true&", 2),
+    ] {
+        let (address, arrivals) = overloaded_server(1, 1);
+        runtime().block_on(async {
+            let pool = pool(&format!("mongodb://{address}/?maxAdaptiveRetries=2&{flags}"));
+            let outcome = pool.run_command("db", &doc! { "find": "c" }).await;
+            assert_eq!(arrivals.lock().unwrap().len(), attempts, "{flags}");
+            assert_eq!(outcome.is_ok(), attempts == 2, "{flags}");
+        });
+    }
+    let (address, arrivals) = overloaded_server(1, 1);
+    let uri = format!("mongodb://{address}/?maxAdaptiveRetries=2&retryWrites=false&maxPoolSize=1");
+    let pool = cmap_blocking::Pool::builder()
+        .connection_string(&uri)
+        .build(crate::blocking::MongoManager::new(&uri).unwrap())
+        .unwrap();
+    assert!(crate::blocking::MongoPool::run_command(&pool, "db", &doc! { "find": "c" }).is_err());
+    assert_eq!(arrivals.lock().unwrap().len(), 1, "blocking: the same");
+}
+
 #[test]
 fn overload_retries_end_within_timeout_ms() {
     // A base of 1 s: the backoff (up to 2 s, then 4 s) rarely fits in
