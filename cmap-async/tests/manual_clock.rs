@@ -178,7 +178,9 @@ fn a_connect_is_told_the_deadline_of_the_checkout_that_started_it() {
         .build_on(deadlines.clone(), rt.clone())
         .expect("a pool");
     let due = rt.now() + Duration::from_millis(100);
-    let first = rt.block_on(pool.get_timeout(Duration::from_millis(100))).expect("made for it");
+    let first = rt
+        .block_on(pool.get_timeout(Duration::from_millis(100)))
+        .expect("made for it");
     let second = rt.block_on(pool.get()).expect("made for it");
     assert_eq!(*deadlines.0.lock().unwrap(), [Some(due), None]);
     drop((first, second));

@@ -51,7 +51,10 @@ pub trait ManageConnection: 'static {
     /// checkout without one, or one no longer waiting for it); this is
     /// what the pool calls, as cmap-async's `connect_until`. The default
     /// ignores it and calls `connect`.
-    fn connect_until(&self, deadline: Option<Instant>) -> impl Future<Output = Result<Self::Connection, Self::Error>> {
+    fn connect_until(
+        &self,
+        deadline: Option<Instant>,
+    ) -> impl Future<Output = Result<Self::Connection, Self::Error>> {
         let _ = deadline;
         self.connect()
     }

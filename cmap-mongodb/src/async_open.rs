@@ -151,7 +151,10 @@ impl Limits {
 
 /// Opens one connection on the runtime `N`, for a checkout due by
 /// `checkout` (see [`Limits`]).
-async fn open<N: Net>(settings: &Settings, checkout: Option<Instant>) -> Result<Connection<N::Stream>, Error> {
+async fn open<N: Net>(
+    settings: &Settings,
+    checkout: Option<Instant>,
+) -> Result<Connection<N::Stream>, Error> {
     let limits = Limits::new(&settings.options, checkout, Instant::now());
     let limit = limits.socket;
     let tcp = bounded::<N, _>(limit, Stage::Connect, connect::<N>(settings)).await?;
@@ -314,7 +317,11 @@ mod tests {
         let now = Instant::now();
         let ms = Duration::from_millis;
         let limits = |uri: &str, checkout_ms: Option<u64>| {
-            Limits::new(&MongoOptions::parse(uri).unwrap(), checkout_ms.map(|t| now + ms(t)), now)
+            Limits::new(
+                &MongoOptions::parse(uri).unwrap(),
+                checkout_ms.map(|t| now + ms(t)),
+                now,
+            )
         };
         let connect = Some((now + ms(1000), ms(1000)));
         // Without timeoutMS, connectTimeoutMS over all of it, checkout or not.
@@ -331,12 +338,22 @@ mod tests {
         let uri = "mongodb://db/?connectTimeoutMS=1000&timeoutMS=5000";
         let short = limits(uri, Some(300));
         assert_eq!(short.socket, Some((now + ms(300), ms(300))));
-        assert_eq!((short.handshake, short.commands), (None, HandshakeTimeout::Until(now + ms(300))));
-        assert_eq!(limits(uri, Some(4000)).socket, connect, "connectTimeoutMS is shorter");
+        assert_eq!(
+            (short.handshake, short.commands),
+            (None, HandshakeTimeout::Until(now + ms(300)))
+        );
+        assert_eq!(
+            limits(uri, Some(4000)).socket,
+            connect,
+            "connectTimeoutMS is shorter"
+        );
         // minPoolSize: connectTimeoutMS, then timeoutMS per command.
         let background = limits(uri, None);
         assert_eq!(background.socket, connect);
-        assert_eq!((background.handshake, background.commands), (None, HandshakeTimeout::Each(ms(5000))));
+        assert_eq!(
+            (background.handshake, background.commands),
+            (None, HandshakeTimeout::Each(ms(5000)))
+        );
         // connectTimeoutMS=0 (no limit): what is left alone.
         let unbounded = limits("mongodb://db/?connectTimeoutMS=0&timeoutMS=5000", Some(300));
         assert_eq!(unbounded.socket, Some((now + ms(300), ms(300))));

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use bson::Document;
 use cmap_core::{Address, ServiceId};
 
-use crate::handshake::HandshakeTimeout;
 use crate::error::{CommandError, Error, ProtocolError, Stage};
+use crate::handshake::HandshakeTimeout;
 use crate::transport::Transport;
 use crate::wire::{self, Header, HEADER_LEN};
 

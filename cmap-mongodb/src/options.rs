@@ -451,10 +451,18 @@ mod tests {
     #[test]
     fn retry_reads_and_writes_default_on_and_retargeting_off() {
         let o = MongoOptions::parse("mongodb://db").unwrap();
-        assert_eq!((o.retry_reads, o.retry_writes, o.enable_overload_retargeting), (true, true, false));
-        let o = MongoOptions::parse("mongodb://db/?retryReads=false&retryWrites=false&enableOverloadRetargeting=true")
-            .unwrap();
-        assert_eq!((o.retry_reads, o.retry_writes, o.enable_overload_retargeting), (false, false, true));
+        assert_eq!(
+            (o.retry_reads, o.retry_writes, o.enable_overload_retargeting),
+            (true, true, false)
+        );
+        let o = MongoOptions::parse(
+            "mongodb://db/?retryReads=false&retryWrites=false&enableOverloadRetargeting=true",
+        )
+        .unwrap();
+        assert_eq!(
+            (o.retry_reads, o.retry_writes, o.enable_overload_retargeting),
+            (false, false, true)
+        );
         assert!(matches!(
             MongoOptions::parse("mongodb://db/?retryWrites=1"),
             Err(OptionsError::Invalid {

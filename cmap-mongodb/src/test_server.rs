@@ -444,7 +444,10 @@ pub(crate) fn closed_port() -> std::net::SocketAddr {
 /// it was sent, on any connection.
 pub(crate) fn mongod_recorded(
     delay: std::time::Duration,
-) -> (std::net::SocketAddr, std::sync::Arc<std::sync::Mutex<Vec<Document>>>) {
+) -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::Mutex<Vec<Document>>>,
+) {
     let sent = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let record = sent.clone();
     let address = serve(move || {

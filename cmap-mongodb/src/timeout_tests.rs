@@ -390,9 +390,15 @@ fn handshake_commands_carry_what_the_checkout_has_left_or_timeout_ms_for_min_poo
             .await
             .unwrap();
         let sent_ms = handshake_max_time_ms(&sent);
-        assert_eq!(sent_ms.len(), 2, "hello (with saslStart), saslContinue: {sent_ms:?}");
+        assert_eq!(
+            sent_ms.len(),
+            2,
+            "hello (with saslStart), saslContinue: {sent_ms:?}"
+        );
         assert!(
-            sent_ms.iter().all(|ms| ms.is_some_and(|ms| (1_000..=2_000).contains(&ms))),
+            sent_ms
+                .iter()
+                .all(|ms| ms.is_some_and(|ms| (1_000..=2_000).contains(&ms))),
             "{sent_ms:?}"
         );
 
@@ -403,7 +409,10 @@ fn handshake_commands_carry_what_the_checkout_has_left_or_timeout_ms_for_min_poo
         }
         let sent_ms = handshake_max_time_ms(&sent);
         assert!(
-            sent_ms.len() == 2 && sent_ms.iter().all(|ms| ms.is_some_and(|ms| (59_000..=60_000).contains(&ms))),
+            sent_ms.len() == 2
+                && sent_ms
+                    .iter()
+                    .all(|ms| ms.is_some_and(|ms| (59_000..=60_000).contains(&ms))),
             "{sent_ms:?}"
         );
 
@@ -476,7 +485,10 @@ fn for_min_pool_size_each_handshake_command_gets_timeout_ms_afresh() {
     runtime().block_on(async {
         let manager = crate::MongoManager::new(&uri).unwrap();
         let started = Instant::now();
-        manager.connect_until(None).await.expect("refreshed after each command");
+        manager
+            .connect_until(None)
+            .await
+            .expect("refreshed after each command");
         assert!(started.elapsed() >= Duration::from_millis(600));
         // For a checkout with 500 ms left, the same handshake does not fit.
         let started = Instant::now();

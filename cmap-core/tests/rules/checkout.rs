@@ -261,7 +261,9 @@ fn an_establishment_knows_the_deadline_of_the_checkout_that_started_it() {
     assert_ne!(third, second);
     assert_eq!(h.pool.establishment_deadline(third), None, "minPoolSize");
     // Its checkout served by another connection: the first no longer has one.
-    h.pool.handle_established(h.now, second, Conn(second.0), None).unwrap();
+    h.pool
+        .handle_established(h.now, second, Conn(second.0), None)
+        .unwrap();
     h.drain();
     assert_eq!(h.pool.establishment_deadline(first), None, "served otherwise");
 }
