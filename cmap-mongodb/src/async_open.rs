@@ -55,7 +55,8 @@ pub trait Net: Runtime {
 
 impl<N: Net> Manager<N> {
     /// Opens one connection: TCP, TLS, `hello`, authentication, each
-    /// bounded by what is left of `connectTimeoutMS`.
+    /// bounded by what is left of `connectTimeoutMS` (under `timeoutMS`,
+    /// the handshake's commands by `timeoutMS` each, as for `minPoolSize`).
     pub async fn open(&self) -> Result<Connection<N::Stream>, Error> {
         open::<N>(&self.settings, None).await
     }

@@ -163,7 +163,9 @@ pub type MongoManager = Manager<Threads>;
 
 impl Manager<Threads> {
     /// Opens one connection: TCP, TLS, `hello`, authentication, each step
-    /// given what is left of `connectTimeoutMS` as its socket timeout.
+    /// given what is left of `connectTimeoutMS` as its socket timeout
+    /// (under `timeoutMS`, the handshake's commands `timeoutMS` each, as
+    /// for `minPoolSize`: cmap-blocking tells no checkout's deadline).
     pub fn open(&self) -> Result<MongoConnection, Error> {
         let settings = &self.settings;
         let deadline = Deadline::new(settings.options.connect_timeout);

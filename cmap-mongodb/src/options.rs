@@ -47,7 +47,9 @@ pub struct MongoOptions {
     pub tls: Option<TlsOptions>,
     /// `connectTimeoutMS`: bounds the TCP connect, the TLS handshake, the
     /// `hello` and authentication of each new connection (`None`: no
-    /// limit; the pool's own connect timeout still applies).
+    /// limit; the pool's own connect timeout still applies). Under
+    /// `timeoutMS`, TCP and TLS only (the shorter of it and what the
+    /// checkout has left), and `timeout` bounds the handshake's commands.
     pub connect_timeout: Option<Duration>,
     /// `loadBalanced`: the handshake asks for load-balanced mode and the
     /// reply must carry a `serviceId`.
