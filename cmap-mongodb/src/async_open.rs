@@ -73,7 +73,10 @@ impl<N: Net> ManageConnection for Manager<N> {
     }
 
     /// Under `timeoutMS`, a connection a checkout needs is bounded by what
-    /// is left of it (see [`Limits`]); without, `deadline` is ignored.
+    /// is left of it: TCP and TLS by `min(connectTimeoutMS, left)`, each
+    /// handshake command by what is left (with `maxTimeMS`); one for no
+    /// checkout (`None`) bounds each handshake command by `timeoutMS`.
+    /// Without `timeoutMS`, `deadline` is ignored.
     fn connect_until(
         &self,
         deadline: Option<Instant>,
