@@ -79,7 +79,9 @@ pub(crate) struct RareDeferred<C> {
     /// Outcomes after `Deferred::served` (or all of them, if the first is a
     /// failure), in order.
     pub(crate) fills: Vec<SlotFill<C>>,
-    pub(crate) establish: Vec<(ConnectionId, Arc<Abort>)>,
+    /// With the deadline of the checkout each was started for
+    /// ([`Core::establishment_deadline`]), for `connect_until`.
+    pub(crate) establish: Vec<(ConnectionId, Arc<Abort>, Option<Instant>)>,
     pub(crate) close: Vec<C>,
     pub(crate) abort: Vec<Arc<Abort>>,
 }
@@ -243,7 +245,8 @@ impl<C> Inner<C> {
                     self.last_issued = self.last_issued.max(Some(id));
                     let abort = Arc::new(Abort::default());
                     self.establishing.insert(id, abort.clone());
-                    deferred.rare().establish.push((id, abort));
+                    let deadline = self.core.establishment_deadline(id);
+                    deferred.rare().establish.push((id, abort, deadline));
                 }
                 Action::AbortEstablish { id } => {
                     if let Some(abort) = self.establishing.remove(&id) {

@@ -340,8 +340,8 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
                 abort,
             } = *rare;
             later = fills;
-            for (id, abort) in establish {
-                crate::establish::spawn(self, id, abort);
+            for (id, abort, deadline) in establish {
+                crate::establish::spawn(self, id, abort, deadline);
             }
             if !close.is_empty() {
                 // Off the caller's path: dropping may mean I/O (a goodbye
