@@ -1016,20 +1016,18 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
     let mut loads = vec![uptime()];
     let mut short = Table {
         title: "Server down for less than the wait timeout",
-        what: "Refused (and its sessions closed) for 1 s, then accepting again; wait timeout 5 s. \
-               *failed*: failed `get()`s in the whole run (target 0); *waiting at return*: successful `get()`s \
-               begun before the return and finished after it; *served after return*: the latest of them, from \
-               the instant the proxy accepted again to its success; then, from the connect \
-               attempts the manager saw: when the first one after the return began, how long a successful one \
-               took (median), and when the 10th connection (maxPoolSize) was made, all from the return; *query failures*: \
-               `select 1` failures (sessions closed under the load: not checkout failures); *connects during the \
-               outage*: connect attempts the manager began while the proxy refused, per second (target ≤ 25).",
+        what: "Refused (sessions closed) for 1 s; wait timeout 5 s. *failed*: failed `get()`s in the run (target \
+               0); *waiting at return*: successful `get()`s begun before the return, done after; *served after \
+               return*: the latest of them; the connect columns, from the manager's attempts: the first begun after \
+               the return, a successful one's median, the 10th connection (maxPoolSize) made; times from the \
+               return; *query failures*: `select 1` failures on sessions closed under the load (not checkouts); \
+               *connects during the outage*: attempts begun while refused, per second (target ≤ 25).",
         columns: vec![
             ("failed", Unit::Count),
             ("waiting at return", Unit::Count),
             ("of them served ≤ 20 ms", Unit::Count),
             ("served after return (ms, latest)", Unit::Ms),
-            ("first connect after return begins (ms)", Unit::Ms),
+            ("first connect begins (ms)", Unit::Ms),
             ("a connect takes (ms, median)", Unit::Ms),
             ("10th connection made (ms)", Unit::Ms),
             ("query failures", Unit::Count),
@@ -1045,9 +1043,9 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
     };
     let mut deadlines = Table {
         title: "Server down for longer than the wait timeout: deadlines",
-        what: "Refused (and its sessions closed) for 8 s; wait timeout 5 s. The failed `get()`s whose deadline fell \
-               in the outage: how many, how many failed *before* their deadline (target 0), \
-               and when they returned relative to their deadline (target: from 0 to +2 ms).",
+        what: "Refused (sessions closed) for 8 s; wait timeout 5 s. The failed `get()`s whose deadline fell in the \
+               outage: how many, how many failed before it (target 0), and when they returned relative to it \
+               (target 0 to +2 ms).",
         columns: vec![
             ("failed in outage", Unit::Count),
             ("before deadline", Unit::Count),
@@ -1061,13 +1059,12 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
     };
     let mut recovery = Table {
         title: "Refused for 8 s under load: recovery",
-        what: "The same runs: the first successful `get()` after the proxy accepts again, the \
-               failed `get()`s begun after the return (target 0), and, for scale, the failures during the outage; \
-               when the first connect attempt after the return began and how long a successful one took; connect \
-               attempts begun during the refusal, per second (target ≤ 25).",
+        what:
+            "The same runs, columns as above: the first successful `get()` after the return; failed `get()`s \
+               begun after it (target 0) and, for scale, during the outage.",
         columns: vec![
             ("first success after return (ms)", Unit::Ms),
-            ("first connect after return begins (ms)", Unit::Ms),
+            ("first connect begins (ms)", Unit::Ms),
             ("a connect takes (ms, median)", Unit::Ms),
             ("failed after return", Unit::Count),
             ("failed during outage", Unit::Count),
@@ -1076,18 +1073,21 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
         rows: Vec::new(),
         targets: vec![
             (3, 0.0, "failures after the return"),
-            (5, REFUSED_RATE, "more than 25 connects a second during the outage"),
+            (
+                5,
+                REFUSED_RATE,
+                "more than 25 connects a second during the outage",
+            ),
         ],
         samples: Vec::new(),
         sample_is: "the last failing `get()`'s error",
     };
     let mut hole = Table {
         title: "Blackhole, with a round-trip check",
-        what: "For 8 s the proxy forwards nothing (new connections are accepted and held); every pool's check \
-               before handing out a connection runs `select 1`. The async load gives up on a query after 1 s and \
-               returns the connection, so the next `get()` checks it. *latest vs deadline*: the latest return of \
-               any `get()` relative to its deadline (target ≤ +2 ms); *cleared*: `ConnectionPoolCleared` events \
-               (cmap pools only).",
+        what: "For 8 s the proxy forwards nothing (new connections accepted and held); every pool's checkout check \
+               runs `select 1`. The async load abandons a query after 1 s and returns the connection, for the next \
+               `get()` to check. *latest vs deadline*: the latest return of any `get()` relative to its deadline \
+               (target ≤ +2 ms); *cleared*: `ConnectionPoolCleared` events (cmap pools only).",
         columns: vec![
             ("latest vs deadline (ms)", Unit::Ms),
             ("late > 2 ms", Unit::Count),
@@ -1103,8 +1103,8 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
     let mut slowest: Vec<(&'static str, f64, Option<String>)> = Vec::new();
     let mut cuts = Table {
         title: "Cut",
-        what: "Every proxied session closed at once, new ones accepted. Failed `get()`s begun after the cut \
-               (target 0), and `select 1` failures on the sessions cut under the load.",
+        what: "Every proxied session closed at once, new ones accepted: failed `get()`s begun after the cut (target \
+               0); `select 1` failures on the cut sessions.",
         columns: vec![("failed after cut", Unit::Count), ("query failures", Unit::Count)],
         rows: Vec::new(),
         targets: vec![(0, 0.0, "failures after the cut")],
@@ -1124,14 +1124,13 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
             title: spike_title(*link),
             what: if link.connect.is_zero() && link.packet.is_zero() {
                 "Default options but maxPoolSize 50, minPoolSize 5 (deadpool has none); 1 s after `build`, 50 \
-                 requests at once, each holding its connection 150 ms. *connect*: the median connect through the \
-                 proxy; *p50/p99*: arrival to release; *opened*: connects started by the burst; *build to \
-                 minPoolSize*: until the 5th connect finished; *over target*: that minus (minPoolSize ÷ \
-                 maxConnecting) × connect + 10 ms, negative when met; *over paced target*: the same with whole \
-                 rounds, ⌈minPoolSize ÷ maxConnecting⌉ × connect + 10 ms; *paced model*: the best a pool opening 2 \
-                 connections at a time can do, from the measured connect time."
+                 requests at once, each holding its connection 150 ms. *connect*: the median, through the proxy; \
+                 *p50/p99*: arrival to release; *paced model*: the best a pool opening 2 connections at a time can do \
+                 at that connect time; *opened*: connects the burst started; *build to minPoolSize*: until the 5th \
+                 connect finished; *over target*: that minus (minPoolSize ÷ maxConnecting) × connect + 10 ms \
+                 (negative: met); *over paced target*: the same in whole rounds, ⌈minPoolSize ÷ maxConnecting⌉."
             } else if link.packet.is_zero() {
-                "The same, with the proxy's delay mode adding latency before each new connection is forwarded."
+                "The same, the proxy delaying each new connection before forwarding it."
             } else {
                 SPIKE_OVER_A_LONG_LINK
             },
@@ -1235,33 +1234,29 @@ fn document(o: &OutageOptions, body: &str, loads: &[String], secs: f64, path: &P
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     format!(
         "# Reliability: the pools when the server misbehaves\n\n\
-         What happens to an application's checkouts when PostgreSQL refuses connections, drops them, or stops \
-         answering, measured for cmap-tokio and cmap-blocking beside deadpool 0.13 and bb8 0.9 (issues 16 and 50).\n\n\
+         How checkouts fare when PostgreSQL refuses connections, drops them or stops answering: cmap-tokio and \
+         cmap-blocking beside deadpool 0.13 and bb8 0.9 (issues 16 and 50).\n\n\
          ## How it is measured\n\n\
-         `bench outage` puts a TCP fault proxy written for it (`bench/src/outage/proxy.rs`, on tokio, loopback \
-         only) in front of the local PostgreSQL (127.0.0.1:5432, trust authentication). The proxy passes, \
-         refuses (its listener closed, bound again on the same port when it passes again), cuts (closes every \
-         session, keeps accepting), blackholes (accepts, forwards nothing, existing sessions stop forwarding) or \
-         delays new connections, switched while the load runs.\n\n\
-         The load is what a new user would write: maxPoolSize 10, a 5 s wait timeout, every other option at the \
-         pool's builder default, 50 tasks looping over `get()` and `select 1` with a 10 ms pause after an error \
-         (cmap-tokio, deadpool and bb8 with `tokio-postgres` on a 2-worker tokio runtime; cmap-blocking with the \
-         synchronous `postgres` crate on 50 threads). The managers are written in `bench/src/outage/pg.rs`, the \
-         same for every pool: connect, refuse a closed session before handing it out (in the blackhole \
-         scenario: a round trip instead, `select 1`, which the blocking manager bounds by the time left before the checkout's deadline). Each pool gets a fresh proxy and runs alone; every scenario \
-         runs for every pool, {runs} times. Each cell is the minimum–maximum over the {runs} runs.\n\n\
+         `bench outage` switches a TCP fault proxy (`bench/src/outage/proxy.rs`, loopback) in front of \
+         PostgreSQL (127.0.0.1:5432, trust authentication) while the load runs: it passes, refuses (listener \
+         closed), cuts (closes every session), blackholes (accepts, forwards nothing) or delays new \
+         connections.\n\n\
+         The load is a new user's: maxPoolSize 10, a 5 s wait timeout, other options at the builder's defaults, 50 \
+         tasks looping over `get()` and `select 1`, pausing 10 ms after an error (`tokio-postgres` on a 2-worker \
+         tokio runtime; cmap-blocking: the `postgres` crate on 50 threads). One manager for every pool \
+         (`bench/src/outage/pg.rs`): connect, refuse a closed session on checkout (blackhole: a `select 1` round \
+         trip instead, within the checkout's deadline). Each pool runs alone with a fresh proxy, each scenario \
+         {runs} times: a cell is the minimum–maximum of the {runs} runs; *targets* judges the worst run by issue \
+         16's targets and issue 50's (at most 25 connects a second to a refusing server; recovery: \
+         [below](#connects-during-an-outage)).\n\n\
          ```sh\ncargo run --release -p bench -- outage --out docs\n```\n\n\
-         (this run: `bench {args}`, {secs:.0} s). The *targets* column compares the worst run with issue 16's \
-         targets and issue 50's (at most 25 connects a second to a refusing server; the recovery against \
-         deadpool's: `outage --refuse-only`, [below](#connects-during-an-outage)).\n\n\
-         **Caveats.** The machine is shared: {cores} cores, other builds running beside the benchmark; load \
-         averages (1, 5, 15 min) at the start and after each run: {loads}. Millisecond figures include the \
-         scheduling delay of a loaded machine (a task woken late returns late). The refusal is the proxy's, on \
-         loopback: a real server that goes down may leave connects hanging instead (that is the blackhole).\n\n\
+         This run: `bench {args}`, {secs:.0} s, {cores} shared cores, load average {load}: milliseconds include a \
+         loaded machine's scheduling delay. The refusal is the proxy's: a real server that goes down may leave \
+         connects hanging instead (the blackhole).\n\n\
          ## Figures\n\n{body}\n{notes}",
         runs = o.runs,
         args = o.args.join(" "),
-        loads = loads.join(" / "),
+        load = mongo::load_range(loads),
     )
 }
 

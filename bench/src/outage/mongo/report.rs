@@ -36,7 +36,7 @@ const FAULT_COLUMNS: [(&str, Unit, Better); 7] = [
     ("of them checkouts", Unit::Count, Better::Lower),
     ("first success after return (ms)", Unit::Ms, Better::Lower),
     ("slowest operation (ms)", Unit::Ms, Better::LowerPastDeadline),
-    ("latest return past the deadline (ms)", Unit::Ms, Better::Neither),
+    ("past the deadline (ms)", Unit::Ms, Better::Neither),
     ("server connections opened", Unit::Count, Better::Neither),
     ("connects during the outage (/s)", Unit::Count, Better::Lower),
 ];
@@ -54,7 +54,7 @@ fn table(
             rows: Vec::new(),
             targets: Vec::new(),
             samples: Vec::new(),
-            sample_is: "the last failing operation's error (of the latest run that had one)",
+            sample_is: "the last failing operation's error (latest run with one)",
         },
         columns.iter().map(|c| c.2).collect(),
     )
@@ -83,14 +83,12 @@ impl Tables {
                 ),
                 table(
                     "Refused for 1 s at start",
-                    "The proxy refuses connections from before the pool is built until 1 s later (shorter than the \
-                     5 s deadline), under the load. *failed operations*: in the whole run; *of them checkouts*: \
-                     `pool.get()` errors (ours; the official driver's checkout is inside `run_command`); *first \
-                     success after return*: from the instant the proxy accepted again; *slowest operation*: the \
-                     longest any operation took; *latest return past the deadline*: that, less the 5 s deadline \
-                     (–: no operation reached it); *connects during the outage*: the pool's `ConnectionCreated` \
-                     events while the proxy refused, per second (the official driver's monitor probes, every \
-                     500 ms, are not the pool's and not counted).",
+                    "The proxy refuses connections from before the pool is built until 1 s later (within the 5 s \
+                     deadline), under the load. *failed operations*: in the run; *of them checkouts*: `pool.get()` errors \
+                     (ours; the official driver checks out inside `run_command`); *first success after return*: from the \
+                     return; *slowest operation*: the longest any took; *past the deadline*: that less 5 s (–: none \
+                     reached it); *connects during the outage*: the pool's `ConnectionCreated` events while refused, per \
+                     second (the official driver's monitor probes, every 500 ms, not counted).",
                     &FAULT_COLUMNS,
                 ),
                 table(
@@ -100,17 +98,16 @@ impl Tables {
                 ),
                 table(
                     "Restart",
-                    "A warm pool (1 s of load); then every proxied session closed at once and new connections \
-                     refused for 1 s, then accepted again. Operations in flight on a closed session fail.",
+                    "A warm pool (1 s of load); every proxied session closed at once, new connections refused for 1 s. \
+                     Operations in flight on a closed session fail.",
                     &FAULT_COLUMNS,
                 ),
                 table(
                     "Blackhole for 8 s",
-                    "A warm pool; for 8 s the proxy forwards nothing (new connections accepted and held, existing \
-                     sessions stalled: what they had sent is delivered after), then passes again. The operations \
-                     stalled give up at their 5 s deadline; a command abandoned mid-way leaves its connection \
-                     unusable, and each pool closes it. *first success after return* –: none before the load \
-                     stopped, 3 s after the return.",
+                    "A warm pool; for 8 s the proxy forwards nothing (new connections held, sessions stalled, their bytes \
+                     delivered after), then passes again. Stalled operations give up at their 5 s deadline; each pool \
+                     closes a connection whose command was abandoned mid-way. *first success after return* –: none in the \
+                     3 s after the return.",
                     &FAULT_COLUMNS,
                 ),
             ],
@@ -196,19 +193,18 @@ impl Tables {
         let wait = WAIT.as_secs();
         let command = format!("```sh\ncargo run --release -p bench -- {}\n```", o.args.join(" "));
         let setup = format!(
-            "Run on {date} ({secs:.0} s; load average {load} on the {cores}-core machine). Each cell is the \
-             minimum–maximum over {runs} runs; in each run the two pools run back to back, each with a fresh \
-             proxy, pool and 2-worker tokio runtime, against FerretDB {ferret} through the fault proxy \
-             (`cmap_testkit::proxy`). Server connections are FerretDB's own count (its `/debug/metrics`).\n\n\
-             - **ours** (cmap-tokio with cmap-mongodb's `MongoManager`): `{ours}`. An operation is \
-             `pool.run_command(\"admin\", {{ping: 1}})` (`MongoPool`): `timeoutMS` bounds the checkout, \
-             then the command (`maxTimeMS`, the write, the reads); nothing bounded by hand.\n\
-             - **official** (the `mongodb` crate {driver}): `{official}`, every other option at its default. An \
-             operation is `run_command({{ping: 1}})` bounded at {wait} s by `tokio::time::timeout`: this driver \
-             has no checkout timeout and no timeoutMS. It retries, with backoff, an operation whose error is \
-             labelled SystemOverloadedError.\n\
-             - **load**: {tasks} tasks, each looping over one operation, a {pause} ms pause after a failure; \
-             {after} s of load after the server's return.\n",
+            "Run on {date} ({secs:.0} s; load average {load}, {cores} cores). A cell is the minimum–maximum of \
+             {runs} runs; in each, the two pools run back to back, each with a fresh proxy \
+             (`cmap_testkit::proxy`), pool and 2-worker tokio runtime, against FerretDB {ferret}; server \
+             connections are FerretDB's count (`/debug/metrics`).\n\n\
+             - **ours** (cmap-tokio, cmap-mongodb's `MongoManager`): `{ours}`; an operation is \
+             `pool.run_command(\"admin\", {{ping: 1}})`, `timeoutMS` bounding the checkout, then the command \
+             (`maxTimeMS`, the write, the reads); nothing bounded by hand.\n\
+             - **official** (`mongodb` {driver}): `{official}`, other options at their defaults; an operation is \
+             `run_command({{ping: 1}})` under a {wait} s `tokio::time::timeout` (no checkout timeout, no \
+             timeoutMS); it retries, with backoff, errors labelled SystemOverloadedError.\n\
+             - **load**: {tasks} tasks looping over one operation, pausing {pause} ms after a failure; {after} s \
+             of load after the return.\n",
             date = today(),
             load = load_range(loads),
             runs = o.runs,
@@ -235,8 +231,8 @@ impl Tables {
         );
         let reliability = format!(
             "{BEGIN_LINE}\n\n## MongoDB: our pool beside the official driver's\n\n\
-             The faults of the PostgreSQL figures above, for cmap-tokio with cmap-mongodb's manager and for the \
-             official MongoDB Rust driver's own pool; the steady load's figures are in \
+             The PostgreSQL faults above, for cmap-tokio with cmap-mongodb's manager and for the official MongoDB \
+             Rust driver's pool; steady load: \
              [benchmarks.md](benchmarks.md#mongodb-our-pool-beside-the-official-drivers).\n\n\
              {command}\n\n{setup}\n{faults}{END}\n"
         );
@@ -297,7 +293,7 @@ fn errors(t: &Table) -> String {
 }
 
 /// The 1-minute load averages of `loads` ("1 5 15" each), lowest–highest.
-fn load_range(loads: &[String]) -> String {
+pub(crate) fn load_range(loads: &[String]) -> String {
     let first: Vec<f64> = loads
         .iter()
         .filter_map(|l| l.split_whitespace().next()?.parse().ok())
