@@ -1016,12 +1016,11 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
     let mut loads = vec![uptime()];
     let mut short = Table {
         title: "Server down for less than the wait timeout",
-        what: "Refused (sessions closed) for 1 s; wait timeout 5 s. *failed*: failed `get()`s in the run (target \
-               0); *waiting at return*: successful `get()`s begun before the return, done after; *served after \
-               return*: the latest of them; the connect columns, from the manager's attempts: the first begun after \
-               the return, a successful one's median, the 10th connection (maxPoolSize) made; times from the \
-               return; *query failures*: `select 1` failures on sessions closed under the load (not checkouts); \
-               *connects during the outage*: attempts begun while refused, per second (target ≤ 25).",
+        what: "Refused (sessions closed) for 1 s; wait timeout 5 s. From the return: *served after return*, the \
+               latest success of the `get()`s *waiting at return*; *first connect begins*, *a connect takes* \
+               (median) and *10th connection made*, from the manager's attempts. *failed*: in the run (target 0); \
+               *query failures*: `select 1` on sessions closed under the load; *connects during the outage*: per \
+               second (target ≤ 25).",
         columns: vec![
             ("failed", Unit::Count),
             ("waiting at return", Unit::Count),
@@ -1043,9 +1042,8 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
     };
     let mut deadlines = Table {
         title: "Server down for longer than the wait timeout: deadlines",
-        what: "Refused (sessions closed) for 8 s; wait timeout 5 s. The failed `get()`s whose deadline fell in the \
-               outage: how many, how many failed before it (target 0), and when they returned relative to it \
-               (target 0 to +2 ms).",
+        what: "Refused (sessions closed) for 8 s: the failed `get()`s whose deadline fell in the outage, how many \
+               failed before it (target 0), and their return relative to it (target 0 to +2 ms).",
         columns: vec![
             ("failed in outage", Unit::Count),
             ("before deadline", Unit::Count),
@@ -1059,9 +1057,7 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
     };
     let mut recovery = Table {
         title: "Refused for 8 s under load: recovery",
-        what:
-            "The same runs, columns as above: the first successful `get()` after the return; failed `get()`s \
-               begun after it (target 0) and, for scale, during the outage.",
+        what: "The same runs, columns as above; failed `get()`s begun after the return: target 0.",
         columns: vec![
             ("first success after return (ms)", Unit::Ms),
             ("first connect begins (ms)", Unit::Ms),
@@ -1084,10 +1080,9 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
     };
     let mut hole = Table {
         title: "Blackhole, with a round-trip check",
-        what: "For 8 s the proxy forwards nothing (new connections accepted and held); every pool's checkout check \
-               runs `select 1`. The async load abandons a query after 1 s and returns the connection, for the next \
-               `get()` to check. *latest vs deadline*: the latest return of any `get()` relative to its deadline \
-               (target ≤ +2 ms); *cleared*: `ConnectionPoolCleared` events (cmap pools only).",
+        what: "For 8 s the proxy forwards nothing; every pool's checkout check runs `select 1`, and the async load \
+               abandons a query after 1 s, leaving the next `get()` to check the connection. *latest vs deadline*: \
+               of any `get()` (target ≤ +2 ms); *cleared*: `ConnectionPoolCleared` events.",
         columns: vec![
             ("latest vs deadline (ms)", Unit::Ms),
             ("late > 2 ms", Unit::Count),
@@ -1103,8 +1098,8 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
     let mut slowest: Vec<(&'static str, f64, Option<String>)> = Vec::new();
     let mut cuts = Table {
         title: "Cut",
-        what: "Every proxied session closed at once, new ones accepted: failed `get()`s begun after the cut (target \
-               0); `select 1` failures on the cut sessions.",
+        what: "Every session closed at once, new ones accepted: failed `get()`s begun after the cut (target 0); \
+               `select 1` failures on the cut sessions.",
         columns: vec![("failed after cut", Unit::Count), ("query failures", Unit::Count)],
         rows: Vec::new(),
         targets: vec![(0, 0.0, "failures after the cut")],
@@ -1123,12 +1118,11 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
         .map(|link| Table {
             title: spike_title(*link),
             what: if link.connect.is_zero() && link.packet.is_zero() {
-                "Default options but maxPoolSize 50, minPoolSize 5 (deadpool has none); 1 s after `build`, 50 \
-                 requests at once, each holding its connection 150 ms. *connect*: the median, through the proxy; \
-                 *p50/p99*: arrival to release; *paced model*: the best a pool opening 2 connections at a time can do \
-                 at that connect time; *opened*: connects the burst started; *build to minPoolSize*: until the 5th \
-                 connect finished; *over target*: that minus (minPoolSize ÷ maxConnecting) × connect + 10 ms \
-                 (negative: met); *over paced target*: the same in whole rounds, ⌈minPoolSize ÷ maxConnecting⌉."
+                "maxPoolSize 50, minPoolSize 5 (deadpool has none), other options default; 1 s after `build`, 50 \
+                 requests at once, each holding its connection 150 ms. *connect*: median; *p50/p99*: arrival to \
+                 release; *paced model*: the best at 2 connects at a time; *opened*: by the burst; *build to \
+                 minPoolSize*: to the 5th connect's end; *over target*: that minus (minPoolSize ÷ maxConnecting) × \
+                 connect + 10 ms; *over paced target*: the same with ⌈minPoolSize ÷ maxConnecting⌉; negative: met."
             } else if link.packet.is_zero() {
                 "The same, the proxy delaying each new connection before forwarding it."
             } else {
