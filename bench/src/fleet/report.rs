@@ -406,9 +406,9 @@ pub fn mechanisms(runs: &[Run]) -> String {
     out
 }
 
-/// Per scenario: the adaptive pace and no maxConnecting against the fixed
-/// maxConnecting of the defaults, in connects reaching the server, refused
-/// connects, failed checkouts and wait p99.
+/// Per scenario: the adaptive pace against the fixed maxConnecting of the
+/// defaults, in connects reaching the server, refused connects, failed
+/// checkouts and wait p50 and p99 (no maxConnecting is in [`mechanisms`]).
 pub fn adaptive(runs: &[Run]) -> String {
     let mut out = String::from(
         "| scenario | pace | connects reaching the server | refused | checkouts failed | wait p50 | wait p99 |\n\
@@ -435,7 +435,6 @@ pub fn adaptive(runs: &[Run]) -> String {
                 Variant::Adaptive,
                 format!("adaptive {}..{}", sizes.max_connecting, sizes.max_pool_size),
             ),
-            (Variant::NoMaxConnecting, "no limit".to_owned()),
         ] {
             let Some(r) = find(variant) else { continue };
             let s = &r.summary;
@@ -522,9 +521,8 @@ p99.\n\n",
     if runs.iter().any(|r| r.variant == Variant::Adaptive) {
         out.push_str(
             "### The adaptive pace against fixed maxConnecting\n\n\
-`adaptive_connecting(AdaptiveConnecting { min: 2, max: maxPoolSize })` and no limit \
-(maxConnecting = maxPoolSize) against the defaults' fixed maxConnecting 2, same seed and load; \
-ratios to the fixed pace.\n\n",
+`adaptive_connecting(AdaptiveConnecting { min: 2, max: maxPoolSize })` against the defaults' fixed \
+maxConnecting 2, same seed and load; ratios to the fixed pace.\n\n",
         );
         out.push_str(&adaptive(runs));
         out.push_str(
