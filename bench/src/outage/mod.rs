@@ -1055,29 +1055,6 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
         samples: Vec::new(),
         sample_is: "the last failing `get()`'s error",
     };
-    let mut recovery = Table {
-        title: "Refused for 8 s under load: recovery",
-        what: "The same runs, columns as above; failed `get()`s begun after the return: target 0.",
-        columns: vec![
-            ("first success after return (ms)", Unit::Ms),
-            ("first connect begins (ms)", Unit::Ms),
-            ("a connect takes (ms, median)", Unit::Ms),
-            ("failed after return", Unit::Count),
-            ("failed during outage", Unit::Count),
-            ("connects during the outage (/s)", Unit::Count),
-        ],
-        rows: Vec::new(),
-        targets: vec![
-            (3, 0.0, "failures after the return"),
-            (
-                5,
-                REFUSED_RATE,
-                "more than 25 connects a second during the outage",
-            ),
-        ],
-        samples: Vec::new(),
-        sample_is: "the last failing `get()`'s error",
-    };
     let mut hole = Table {
         title: "Blackhole, with a round-trip check",
         what: "For 8 s the proxy forwards nothing; every pool's checkout check runs `select 1`, and the async load \
@@ -1157,9 +1134,8 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
                 deadlines.samples.retain(|(p, _)| *p != pool);
                 deadlines.samples.push((pool, sample));
             }
-            let row = long_down_recovery(&out);
-            eprintln!("    {row:?}");
-            recovery.push(pool, row);
+            // The recovery is `outage --refuse-only`'s table (refusals.rs).
+            eprintln!("    {:?}", long_down_recovery(&out));
 
             eprintln!("  {pool}: blackhole {} s", BLACKHOLE.as_secs());
             let out = drive(pool, Scenario::Blackhole);
@@ -1191,13 +1167,7 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
         hole.table_markdown(),
         slowest_markdown(hole.sample_is, &slowest)
     );
-    let mut body = vec![
-        short.markdown(),
-        deadlines.markdown(),
-        recovery.markdown(),
-        hole,
-        cuts.markdown(),
-    ];
+    let mut body = vec![short.markdown(), deadlines.markdown(), hole, cuts.markdown()];
     body.extend(spikes.iter().map(Table::markdown));
     let body = body.join("\n");
     let secs = began.elapsed().as_secs_f64();
