@@ -1210,9 +1210,8 @@ fn document(o: &OutageOptions, body: &str, loads: &[String], secs: f64, path: &P
          tokio runtime; cmap-blocking: the `postgres` crate on 50 threads). One manager for every pool \
          (`bench/src/outage/pg.rs`): connect, refuse a closed session on checkout (blackhole: a `select 1` round \
          trip instead, within the checkout's deadline). Each pool runs alone with a fresh proxy, each scenario \
-         {runs} times: a cell is the minimum–maximum of the {runs} runs; *targets* judges the worst run by issue \
-         16's targets and issue 50's (at most 25 connects a second to a refusing server; recovery: \
-         [below](#connects-during-an-outage)).\n\n\
+         {runs} times: a cell is the minimum–maximum of the {runs} runs; *targets* judges the worst run by issues \
+         16 and 50 ([recovery](#connects-during-an-outage)).\n\n\
          ```sh\ncargo run --release -p bench -- outage --out docs\n```\n\n\
          This run: `bench {args}`, {secs:.0} s, {cores} shared cores, load average {load}: milliseconds include a \
          loaded machine's scheduling delay. The refusal is the proxy's: a real server that goes down may leave \

@@ -216,12 +216,7 @@ impl Tables {
             pause = PAUSE.as_millis(),
             after = AFTER.as_secs(),
         );
-        let mut faults = String::new();
-        for (t, _) in &self.tables[1..] {
-            faults.push_str(&t.table_markdown());
-            faults.push_str(&errors(t));
-            faults.push('\n');
-        }
+        let faults = faults(&self.tables[1..]);
         let (steady, better) = &self.tables[0];
         let steady = format!(
             "{}{}\n{}\n",
@@ -246,6 +241,43 @@ impl Tables {
         );
         (reliability, benchmarks)
     }
+}
+
+/// The fault tables as one: each fault described in a list, one table
+/// with a row per fault and pool (the faults share their columns), then
+/// each fault's errors. Empty without a table.
+fn faults(tables: &[(Table, Vec<Better>)]) -> String {
+    let Some((first, _)) = tables.first() else {
+        return String::new();
+    };
+    let mut s = String::from("### Faults\n\n");
+    for (t, _) in tables {
+        s.push_str(&format!("- **{}**: {}\n", t.title, t.what));
+    }
+    s.push_str("\n| fault | pool |");
+    for (name, _) in &first.columns {
+        s.push_str(&format!(" {name} |"));
+    }
+    s.push_str("\n| --- | --- |");
+    s.push_str(&" --: |".repeat(first.columns.len()));
+    s.push('\n');
+    for (t, _) in tables {
+        for (pool, runs) in &t.rows {
+            s.push_str(&format!("| {} | {pool} |", t.title));
+            for (i, (_, unit)) in t.columns.iter().enumerate() {
+                s.push_str(&format!(" {} |", Table::cell(runs, i, *unit)));
+            }
+            s.push('\n');
+        }
+    }
+    for (t, _) in tables {
+        let e = errors(t);
+        if !e.is_empty() {
+            s.push_str(&format!("\n**{}.**\n{e}", t.title));
+        }
+    }
+    s.push('\n');
+    s
 }
 
 /// The Debug tail of the official driver's error when it has no labels,
