@@ -54,7 +54,7 @@ fn table(
             rows: Vec::new(),
             targets: Vec::new(),
             samples: Vec::new(),
-            sample_is: "the last failing operation's error (latest run with one)",
+            sample_is: "last error (latest run with one)",
         },
         columns.iter().map(|c| c.2).collect(),
     )
@@ -83,12 +83,11 @@ impl Tables {
                 ),
                 table(
                     "Refused for 1 s at start",
-                    "The proxy refuses connections from before the pool is built until 1 s later (within the 5 s \
-                     deadline), under the load. *failed operations*: in the run; *of them checkouts*: `pool.get()` errors \
-                     (ours; the official driver checks out inside `run_command`); *first success after return*: from the \
-                     return; *slowest operation*: the longest any took; *past the deadline*: that less 5 s (–: none \
-                     reached it); *connects during the outage*: the pool's `ConnectionCreated` events while refused, per \
-                     second (the official driver's monitor probes, every 500 ms, not counted).",
+                    "Connections refused from before `build` until 1 s later, under the load. *of them checkouts*: \
+                     `pool.get()` errors (the official driver checks out inside `run_command`); *first success after \
+                     return*: from the return; *past the deadline*: the slowest operation less 5 s (–: none reached it); \
+                     *connects during the outage*: the pool's `ConnectionCreated` events while refused, per second (not \
+                     the official driver's monitor probes, every 500 ms).",
                     &FAULT_COLUMNS,
                 ),
                 table(
@@ -98,16 +97,14 @@ impl Tables {
                 ),
                 table(
                     "Restart",
-                    "A warm pool (1 s of load); every proxied session closed at once, new connections refused for 1 s. \
-                     Operations in flight on a closed session fail.",
+                    "A warm pool (1 s of load); every session closed at once, new connections refused for 1 s.",
                     &FAULT_COLUMNS,
                 ),
                 table(
                     "Blackhole for 8 s",
                     "A warm pool; for 8 s the proxy forwards nothing (new connections held, sessions stalled, their bytes \
-                     delivered after), then passes again. Stalled operations give up at their 5 s deadline; each pool \
-                     closes a connection whose command was abandoned mid-way. *first success after return* –: none in the \
-                     3 s after the return.",
+                     delivered after). Stalled operations give up at their 5 s deadline; each pool closes a connection \
+                     whose command was abandoned mid-way. *first success after return* –: none in the 3 s after it.",
                     &FAULT_COLUMNS,
                 ),
             ],
