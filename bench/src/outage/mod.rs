@@ -968,15 +968,46 @@ fn spike(pool: &str, link: Link) -> Vec<Option<f64>> {
     ]
 }
 
-/// The spike's table title for `link`.
+/// The spike's label for `link`, in the list and the rows of the spikes'
+/// table.
 fn spike_title(link: Link) -> &'static str {
     if !link.packet.is_zero() {
-        "Spike over a long link"
+        "long link"
     } else if !link.connect.is_zero() {
-        "Spike, connects slowed by the proxy"
+        "slowed connects"
     } else {
-        "Spike"
+        "direct"
     }
+}
+
+/// The spikes' tables as one (they share their columns and targets): each
+/// spike described in a list, then a row per spike and pool. Empty
+/// without a spike.
+fn spikes_markdown(spikes: &[Table]) -> String {
+    let Some(first) = spikes.first() else {
+        return String::new();
+    };
+    let mut s = String::from("### Spike\n\n");
+    for t in spikes {
+        s.push_str(&format!("- **{}**: {}\n", t.title, t.what));
+    }
+    s.push_str("\n| spike | pool |");
+    for (name, _) in &first.columns {
+        s.push_str(&format!(" {name} |"));
+    }
+    s.push_str(" targets |\n| --- | --- |");
+    s.push_str(&" --: |".repeat(first.columns.len()));
+    s.push_str(" --- |\n");
+    for t in spikes {
+        for (pool, runs) in &t.rows {
+            s.push_str(&format!("| {} | {pool} |", t.title));
+            for (i, (_, unit)) in t.columns.iter().enumerate() {
+                s.push_str(&format!(" {} |", Table::cell(runs, i, *unit)));
+            }
+            s.push_str(&format!(" {} |\n", t.verdict(runs)));
+        }
+    }
+    s
 }
 
 /// What the spike over a long link is.
@@ -1168,7 +1199,9 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
         slowest_markdown(hole.sample_is, &slowest)
     );
     let mut body = vec![short.markdown(), deadlines.markdown(), hole, cuts.markdown()];
-    body.extend(spikes.iter().map(Table::markdown));
+    if !spikes.is_empty() {
+        body.push(spikes_markdown(&spikes));
+    }
     let body = body.join("\n");
     let secs = began.elapsed().as_secs_f64();
     println!("{body}");
