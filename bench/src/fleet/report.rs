@@ -429,7 +429,7 @@ pub fn adaptive(runs: &[Run]) -> String {
         for (variant, label) in [
             (
                 Variant::Defaults,
-                format!("fixed maxConnecting {}", sizes.max_connecting),
+                format!("fixed {}", sizes.max_connecting),
             ),
             (
                 Variant::Adaptive,
