@@ -427,10 +427,7 @@ pub fn adaptive(runs: &[Run]) -> String {
         };
         let sizes = &fixed.cfg.sizes;
         for (variant, label) in [
-            (
-                Variant::Defaults,
-                format!("fixed {}", sizes.max_connecting),
-            ),
+            (Variant::Defaults, format!("fixed {}", sizes.max_connecting)),
             (
                 Variant::Adaptive,
                 format!("adaptive {}..{}", sizes.max_connecting, sizes.max_pool_size),
@@ -543,8 +540,7 @@ maxConnecting 2, same seed and load; ratios to the fixed pace.\n\n",
         let _ = writeln!(out, "![{alt}](img/{name})\n");
     }
     out.push_str(
-        "Per-scenario tables (peak connections, opened, refused by cause, most per second, waits, \
-operations cut, run time): run the command without `--out`.\n\n",
+        "Per-scenario tables (refusals by cause, waits, operations cut): the command without `--out`.\n\n",
     );
     let _ = writeln!(out, "{END}");
     out.push_str("\n### Tables\n\n");

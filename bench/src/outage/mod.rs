@@ -536,37 +536,6 @@ fn without_numbers(text: &str) -> String {
     out
 }
 
-/// How late each pool's slowest `get()` of the blackhole returned (ms past
-/// its deadline) and its error (`None`: a success): one sentence, the
-/// first pool's error quoted, every later one only where it reads
-/// otherwise than those before it but for its numbers. Empty without
-/// samples; otherwise it begins with a blank line and ends with a newline.
-fn slowest_markdown(lead: &str, samples: &[(&str, f64, Option<String>)]) -> String {
-    if samples.is_empty() {
-        return String::new();
-    }
-    let mut quoted: Vec<String> = Vec::new();
-    let mut each = Vec::new();
-    for (i, (pool, late, err)) in samples.iter().enumerate() {
-        let mut item = format!("{pool} {late:+.1} ms");
-        if i == 0 {
-            item.push_str(" after its deadline");
-        }
-        match err {
-            None => item.push_str(", a success"),
-            Some(e) => {
-                let key = without_numbers(e);
-                if !quoted.contains(&key) {
-                    item.push_str(&format!(" (`{e}`)"));
-                    quoted.push(key);
-                }
-            }
-        }
-        each.push(item);
-    }
-    format!("\n{}: {}.\n", capitalized(lead), each.join("; "))
-}
-
 /// Down for less than the wait timeout.
 fn short_down(o: &Outcome) -> Vec<Option<f64>> {
     let back = o.marks.back.expect("a return");
@@ -635,27 +604,17 @@ fn long_down_recovery(o: &Outcome) -> Vec<Option<f64>> {
     ]
 }
 
-/// A `get()` of the blackhole: how late it returned (ms past its deadline)
-/// and its error (`None`: a success).
-type Lateness = (f64, Option<String>);
-
-/// The blackhole's row, and its slowest `get()`.
-fn blackhole(o: &Outcome, cmap: bool) -> (Vec<Option<f64>>, Option<Lateness>) {
+/// The blackhole's row.
+fn blackhole(o: &Outcome, cmap: bool) -> Vec<Option<f64>> {
     let lateness: Vec<f64> = o.recs.iter().map(|r| diff_ms(r.end, r.start + WAIT)).collect();
-    let latest = o
-        .recs
-        .iter()
-        .max_by_key(|r| r.end.saturating_duration_since(r.start));
-    let sample = latest.map(|r| (diff_ms(r.end, r.start + WAIT), r.err.clone()));
     let late = lateness.iter().filter(|l| **l > ms(LATE_OK)).count();
     let failed = o.recs.iter().filter(|r| !r.ok).count();
-    let row = vec![
+    vec![
         max(lateness.iter().copied()),
         Some(late as f64),
         Some(failed as f64),
         cmap.then_some(o.cleared as f64),
-    ];
-    (row, sample)
+    ]
 }
 
 fn cut(o: &Outcome) -> Vec<Option<f64>> {
@@ -1100,10 +1059,8 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
         rows: Vec::new(),
         targets: vec![(0, ms(LATE_OK), "a get() returned > 2 ms late")],
         samples: Vec::new(),
-        sample_is: "the `get()` that took longest (last run)",
+        sample_is: "the last failing `get()`'s error",
     };
-    // The blackhole's slowest `get()` per pool (see [`slowest_markdown`]).
-    let mut slowest: Vec<(&'static str, f64, Option<String>)> = Vec::new();
     let mut cuts = Table {
         title: "Cut",
         what: "Every session closed at once, new ones accepted: failed `get()`s begun after the cut (target 0); \
@@ -1170,13 +1127,9 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
 
             eprintln!("  {pool}: blackhole {} s", BLACKHOLE.as_secs());
             let out = drive(pool, Scenario::Blackhole);
-            let (row, sample) = blackhole(&out, cmap);
+            let row = blackhole(&out, cmap);
             eprintln!("    {row:?}");
             hole.push(pool, row);
-            if let Some((late, err)) = sample {
-                slowest.retain(|(p, _, _)| *p != pool);
-                slowest.push((pool, late, err));
-            }
 
             eprintln!("  {pool}: cut");
             let out = drive(pool, Scenario::Cut);
@@ -1193,12 +1146,12 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
         }
         loads.push(uptime());
     }
-    let hole = format!(
-        "{}{}",
-        hole.table_markdown(),
-        slowest_markdown(hole.sample_is, &slowest)
-    );
-    let mut body = vec![short.markdown(), deadlines.markdown(), hole, cuts.markdown()];
+    let mut body = vec![
+        short.markdown(),
+        deadlines.markdown(),
+        hole.markdown(),
+        cuts.markdown(),
+    ];
     if !spikes.is_empty() {
         body.push(spikes_markdown(&spikes));
     }
@@ -1294,24 +1247,5 @@ mod tests {
                 pg::CMAP_BLOCKING
             )
         );
-    }
-
-    #[test]
-    fn the_slowest_gets_in_one_sentence() {
-        let slow = [
-            ("cmap-tokio", 1.8, Some(TIMED_OUT.to_owned())),
-            (pg::CMAP_BLOCKING, 1.8, Some(TIMED_OUT.replace("5000 ms", "0 ms"))),
-            ("deadpool", 3005.9, None),
-            ("bb8", 1.8, Some("Timed out in bb8".to_owned())),
-        ];
-        assert_eq!(
-            slowest_markdown("the `get()` that took longest (last run)", &slow),
-            format!(
-                "\nThe `get()` that took longest (last run): cmap-tokio +1.8 ms after its deadline (`{TIMED_OUT}`); \
-                 {} +1.8 ms; deadpool +3005.9 ms, a success; bb8 +1.8 ms (`Timed out in bb8`).\n",
-                pg::CMAP_BLOCKING
-            )
-        );
-        assert_eq!(slowest_markdown("x", &[]), "");
     }
 }
