@@ -190,18 +190,18 @@ impl Tables {
         let wait = WAIT.as_secs();
         let command = format!("```sh\ncargo run --release -p bench -- {}\n```", o.args.join(" "));
         let setup = format!(
-            "Run on {date} ({secs:.0} s; load average {load}, {cores} cores). A cell is the minimum–maximum of \
-             {runs} runs; in each, the two pools run back to back, each with a fresh proxy \
-             (`cmap_testkit::proxy`), pool and 2-worker tokio runtime, against FerretDB {ferret}; server \
-             connections are FerretDB's count (`/debug/metrics`).\n\n\
+            "Run on {date} ({secs:.0} s; load average {load}, {cores} cores); a cell is the minimum–maximum of \
+             {runs} runs, each running the two pools back to back with a fresh proxy (`cmap_testkit::proxy`), \
+             pool and 2-worker tokio runtime, against FerretDB {ferret} (server connections: its \
+             `/debug/metrics`).\n\n\
              - **ours** (cmap-tokio, cmap-mongodb's `MongoManager`): `{ours}`; an operation is \
              `pool.run_command(\"admin\", {{ping: 1}})`, `timeoutMS` bounding the checkout, then the command \
-             (`maxTimeMS`, the write, the reads); nothing bounded by hand.\n\
-             - **official** (`mongodb` {driver}): `{official}`, other options at their defaults; an operation is \
+             (`maxTimeMS`, write, reads); nothing bounded by hand.\n\
+             - **official** (`mongodb` {driver}): `{official}`, other options default; an operation is \
              `run_command({{ping: 1}})` under a {wait} s `tokio::time::timeout` (no checkout timeout, no \
              timeoutMS); it retries, with backoff, errors labelled SystemOverloadedError.\n\
-             - **load**: {tasks} tasks looping over one operation, pausing {pause} ms after a failure; {after} s \
-             of load after the return.\n",
+             - **load**: {tasks} tasks, one operation at a time, pausing {pause} ms after a failure, until \
+             {after} s after the return.\n",
             date = today(),
             load = load_range(loads),
             runs = o.runs,
