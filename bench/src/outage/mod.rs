@@ -1006,10 +1006,9 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
     let mut loads = vec![uptime()];
     let mut short = Table {
         title: "Server down for less than the wait timeout",
-        what: "Refused (sessions closed) for 1 s; wait timeout 5 s. From the return: *served after return*, the \
-               latest success of the `get()`s *waiting at return*; *first connect begins*, *a connect takes* \
-               (median) and *10th connection made*, from the manager's attempts. *failed*: in the run (target 0); \
-               *query failures*: `select 1` on sessions closed under the load; *connects during the outage*: per \
+        what: "Refused (sessions closed) for 1 s. Times from the return: *served after return*, the latest of the \
+               `get()`s *waiting at return*; the connect columns, from the manager's attempts. *failed*: in the run \
+               (target 0); *query failures*: `select 1` on closed sessions; *connects during the outage*: per \
                second (target ≤ 25).",
         columns: vec![
             ("failed", Unit::Count),
@@ -1063,8 +1062,8 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
     };
     let mut cuts = Table {
         title: "Cut",
-        what: "Every session closed at once, new ones accepted: failed `get()`s begun after the cut (target 0); \
-               `select 1` failures on the cut sessions.",
+        what: "Every session closed at once: failed `get()`s begun after the cut (target 0); `select 1` failures on \
+               the cut sessions.",
         columns: vec![("failed after cut", Unit::Count), ("query failures", Unit::Count)],
         rows: Vec::new(),
         targets: vec![(0, 0.0, "failures after the cut")],

@@ -283,7 +283,7 @@ const EMPTY_DETAILS: &str = ", labels: {}, source: None, server response: None";
 
 /// The longest error quoted inline in a sentence; a longer one gets a
 /// block of its own.
-const INLINE_MAX: usize = 200;
+const INLINE_MAX: usize = 250;
 
 /// Each pool's last failing operation's error: quoted inline in one
 /// sentence when every one is short, else each in a block of its own.
