@@ -479,6 +479,26 @@ mod tests {
     }
 
     #[test]
+    fn the_faults_share_one_table_and_keep_their_errors() {
+        let mut a = table_with(&[(0, "network error while running a command: early eof")]);
+        a.title = "Restart";
+        a.push(POOLS[0], vec![Some(5.0); FAULT_COLUMNS.len()]);
+        let mut b = table_with(&[]);
+        b.title = "Blackhole";
+        b.push(POOLS[1], vec![None; FAULT_COLUMNS.len()]);
+        let s = faults(&[(a, Vec::new()), (b, Vec::new())]);
+        assert_eq!(s.matches("| fault | pool |").count(), 1);
+        assert!(s.starts_with("### Faults\n\n- **Restart**: w\n- **Blackhole**: w\n\n"));
+        assert!(s.contains(&format!("| Restart | {} | 5 | 5 | 5.0 |", POOLS[0])));
+        assert!(s.contains(&format!("| Blackhole | {} | – |", POOLS[1])));
+        assert!(s.ends_with(
+            "\n**Restart.**\n\nThe last failing operation's error: ours `network error while running a command: \
+             early eof`.\n\n"
+        ));
+        assert_eq!(faults(&[]), "");
+    }
+
+    #[test]
     fn load_range_is_the_one_minute_averages() {
         let loads = ["1.65 7.49 12.06", "2.26 6.31 11.26", "2.60 4.78 9.85"].map(str::to_owned);
         assert_eq!(load_range(&loads), "1.7–2.6");
