@@ -5,14 +5,15 @@
 # 1. Stops the servers and removes what the project's scripts wrote (never
 #    a package, nor anything the project did not write): PostgreSQL's
 #    conf.d file, certificate copies, trust lines and database `test`; the
-#    test certificates; FerretDB's data directories; Redis's log. FerretDB's
+#    test certificates; FerretDB's data directories; Redis's log;
+#    MariaDB's settings file, log, database `test` and user `cmap`. FerretDB's
 #    binary stays: it is a build cache, and its build is checked whenever
 #    it is missing.
 # 2. Runs services.sh under umask 077, so that a file left to the umask
 #    shows (the server that cannot read it does not start).
 # 3. Checks each server as the tests use it: PostgreSQL in clear and over
-#    TLS (verify-full, name `localhost`), Redis, FerretDB on its three
-#    ports (with SCRAM on 27017, TLS on 27019).
+#    TLS (verify-full, name `localhost`), Redis, MariaDB (user cmap over
+#    TCP), FerretDB on its three ports (with SCRAM on 27017, TLS on 27019).
 # 4. Runs services.sh again: it must start, restart, install and write
 #    nothing, and leave every server as it was.
 #
@@ -53,6 +54,17 @@ if command -v redis-cli >/dev/null && redis-cli -h 127.0.0.1 -p 6379 ping 2>/dev
   say "stopped Redis"
 fi
 rm -f /tmp/cmap-redis.log
+if command -v mariadb-admin >/dev/null && mariadb-admin --protocol=socket -u root ping >/dev/null 2>&1; then
+  mariadb --protocol=socket -u root -e "drop database if exists test;
+    drop user if exists 'cmap'@'127.0.0.1', 'cmap'@'localhost'" \
+    && removed "MariaDB's database test and user cmap"
+  mariadb-admin --protocol=socket -u root shutdown || die "MariaDB did not stop"
+  wait_for 30 bash -c '! pgrep -x mariadbd >/dev/null' || die "MariaDB did not stop"
+  say "stopped MariaDB"
+fi
+for file in /etc/mysql/mariadb.conf.d/90-cmap-pool.cnf /tmp/cmap-mariadb.log; do
+  [ -e "$file" ] && rm -f "$file" && removed "$file"
+done
 if pkill -f -- '--listen-addr=127.0.0.1:2701[78]'; then
   wait_for 10 bash -c '! pgrep -f -- "--listen-addr=127.0.0.1:2701[78]" >/dev/null' || die "FerretDB did not stop"
   say "stopped FerretDB"
@@ -78,6 +90,9 @@ say "PostgreSQL 127.0.0.1:5432, database test, in clear: answered"
 say "PostgreSQL localhost:5432 over TLS (verify-full): answered"
 redis-cli -h 127.0.0.1 -p 6379 ping | grep -q PONG || die "Redis does not answer at 127.0.0.1:6379"
 say "Redis 127.0.0.1:6379: PONG"
+[ "$(mariadb -h 127.0.0.1 -P 3306 -u cmap -pcmap-secret -N -B test -e 'select 1')" = 1 ] \
+  || die "MariaDB: user cmap cannot reach database test at 127.0.0.1:3306"
+say "MariaDB 127.0.0.1:3306, user cmap, database test: answered"
 command -v python3 >/dev/null || apt_install python3
 probe() { python3 "$here/mongo-probe.py" "$@" | sed "s/^/[$(basename "$0" .sh)] FerretDB /"; }
 probe 127.0.0.1 27017 --user cmap cmap-secret test || die "FerretDB at 127.0.0.1:27017"
@@ -88,8 +103,9 @@ say "4. .ci/services.sh again: it must change nothing"
 snapshot() {
   # What the scripts wrote (content, owner, mode) and the servers' processes.
   find /etc/postgresql -name 'cmap-*' -o -name pg_hba.conf | sort | xargs stat -c '%n %U:%G %a %Y'
+  stat -c '%n %U:%G %a %Y' /etc/mysql/mariadb.conf.d/90-cmap-pool.cnf
   stat -c '%n %a %Y' "$tls_dir"/*
-  pgrep -f 'postgres -D|redis-server|--listen-addr=127.0.0.1:2701' | sort
+  pgrep -f 'postgres -D|redis-server|mariadbd|--listen-addr=127.0.0.1:2701' | sort
 }
 before=$(snapshot)
 second=$SECONDS

@@ -71,7 +71,9 @@ commands:
            `outage --flood`: 100,000 1 ms checkouts and 10,000 cancelled waiters on cmap-tokio;
            `outage --refuse-only [--runs N] [--pools A,B]`: the refuse-8 s scenario alone, cmap-tokio,
            cmap-blocking and cmap-local with either pace beside deadpool and bb8, connects a second
-           during the refusal and the recovery against the targets
+           during the refusal and the recovery against the targets; `outage --third-party [--runs N]`:
+           bb8-postgres's manager on bb8 and on cmap-tokio (compat::Bb8) beside cmap-postgres's, restart
+           and refused 8 s
   soak-core
            cmap-core's pool on virtual time for --hours H (default 24), random inputs, its
            invariants checked after each one; --seed S
@@ -205,6 +207,7 @@ fn parse(args: Vec<String>) -> Result<Options, String> {
             // `outage --chaos | --soak | --soak-report | --flood`: the rest is theirs
             // (bench/src/outage/chaos.rs, soak.rs, flood.rs).
             "--chaos" | "--soak" | "--soak-report" | "--flood" | "--spike-only" | "--refuse-only"
+            | "--third-party"
                 if o.command == "outage" =>
             {
                 o.fleet_args = std::iter::once(arg.clone()).chain(it.by_ref()).collect();
@@ -453,6 +456,7 @@ fn run(o: &Options) -> Result<(), String> {
             "--soak-report" => outage::soak::report(&o.fleet_args)?,
             "--spike-only" => outage::adaptive::run(&o.fleet_args)?,
             "--refuse-only" => outage::refusals::run(&o.fleet_args)?,
+            "--third-party" => outage::third_party::run(&o.fleet_args)?,
             _ => outage::flood::run(&o.fleet_args)?,
         },
         "soak-core" => soak_core::run(&o.fleet_args)?,

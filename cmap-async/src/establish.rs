@@ -3,6 +3,7 @@
 //! reporting back even when it is dropped.
 
 use std::sync::{Arc, Weak};
+use std::time::Instant;
 
 use cmap_core::{ConnectionId, EstablishError};
 
@@ -32,13 +33,16 @@ impl<M: ManageConnection, R: Runtime> Drop for Report<M, R> {
     }
 }
 
-/// Spawns the task that establishes connection `id` of `shared`. It holds
+/// Spawns the task that establishes connection `id` of `shared`, for a
+/// checkout due by `deadline` if one asked for it (`connect_until`'s
+/// argument). It holds
 /// the pool weakly: a pool dropped meanwhile gets nothing, and the
 /// connection is dropped.
 pub(crate) fn spawn<M: ManageConnection, R: Runtime>(
     shared: &Shared<M, R>,
     id: ConnectionId,
     abort: Arc<Abort>,
+    deadline: Option<Instant>,
 ) {
     let manager = shared.manager.clone();
     let rt = shared.rt.clone();
@@ -53,7 +57,7 @@ pub(crate) fn spawn<M: ManageConnection, R: Runtime>(
         let timeout = timeout.and_then(|after| Some((after, rt.sleep_until(rt.now().checked_add(after)?))));
         let outcome = crate::driver::connect(
             &*panics,
-            || manager.connect(),
+            || manager.connect_until(deadline),
             |error| manager.classify(error),
             timeout,
             abort.wait(),

@@ -13,7 +13,7 @@ use cmap_core::{Address, EstablishErrorKind, ServiceId};
 ///
 /// | hook | when | on failure |
 /// | --- | --- | --- |
-/// | [`connect`](ManageConnection::connect) | the core asks for a connection (a checkout needs one, or `minPoolSize`) | as [`classify`](ManageConnection::classify) says: a network failure (labelled `SystemOverloadedError`) leaves the pool ready and retrying with backoff while checkouts keep waiting; any other failure fails the checkout that asked with `ConnectionError` and clears the pool |
+/// | [`connect`](ManageConnection::connect) (through [`connect_until`](ManageConnection::connect_until)) | the core asks for a connection (a checkout needs one, or `minPoolSize`) | as [`classify`](ManageConnection::classify) says: a network failure (labelled `SystemOverloadedError`) leaves the pool ready and retrying with backoff while checkouts keep waiting; any other failure fails the checkout that asked with `ConnectionError` and clears the pool |
 /// | [`check`](ManageConnection::check) | before a connection is handed out (unless [`CHECKS`](ManageConnection::CHECKS) is `false`) | it is closed and the checkout tries another one |
 /// | [`is_broken`](ManageConnection::is_broken) | when a guard is dropped | it is closed (reason `error`) instead of being pooled |
 /// | [`reset`](ManageConnection::reset) | after `is_broken`, before it is pooled again (unless [`RESETS`](ManageConnection::RESETS) is `false`), bounded by the builder's `reset_timeout` | it is closed (reason `error`) |
@@ -65,6 +65,23 @@ pub trait ManageConnection: Send + Sync + 'static {
     /// bounds it with the builder's `connect_timeout` and drops it if the
     /// pool no longer wants the connection (a clear that interrupts, close).
     fn connect(&self) -> impl Future<Output = Result<Self::Connection, Self::Error>> + Send;
+
+    /// [`connect`](ManageConnection::connect), told the deadline of the
+    /// checkout the connection is for (`None`: started for `minPoolSize`,
+    /// for a checkout without one, or one no longer waiting for it), on
+    /// the runtime's clock; this is what the pool calls. The pool does not
+    /// cut the connect at that deadline (another checkout may take the
+    /// connection); a protocol whose operation timeout bounds the
+    /// establishment it triggers (MongoDB's `timeoutMS`:
+    /// `min(connectTimeoutMS, what is left)`) uses it. The default ignores
+    /// it and calls `connect`.
+    fn connect_until(
+        &self,
+        deadline: Option<Instant>,
+    ) -> impl Future<Output = Result<Self::Connection, Self::Error>> + Send {
+        let _ = deadline;
+        self.connect()
+    }
 
     /// What kind of failure a `connect` error was (spec: "Backpressure-
     /// enabled"). Required, so that no manager gets the pool's reaction

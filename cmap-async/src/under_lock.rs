@@ -89,7 +89,9 @@ pub(crate) struct RareDeferred<C> {
     /// Outcomes after `Deferred::served` (or all of them, if the first is a
     /// failure), in order.
     pub(crate) fills: Vec<SlotFill<C>>,
-    pub(crate) establish: Vec<(ConnectionId, Arc<Abort>)>,
+    /// With the deadline of the checkout each was started for
+    /// ([`Core::establishment_deadline`]), for `connect_until`.
+    pub(crate) establish: Vec<(ConnectionId, Arc<Abort>, Option<Instant>)>,
     pub(crate) close: Vec<C>,
     pub(crate) abort: Vec<Arc<Abort>>,
 }
@@ -151,9 +153,10 @@ impl<C> Deferred<'_, C> {
 /// timer.
 pub trait Perform<C> {
     /// Starts establishing connection `id` (a task, a thread), given up
-    /// when `abort` fires; its result goes back as one input
-    /// ([`Inner::finish_establish`]).
-    fn establish(&self, id: ConnectionId, abort: Arc<Abort>);
+    /// when `abort` fires; `deadline` is that of the checkout it was started
+    /// for (`None`: no deadline, or none asked). Its result goes back as one
+    /// input ([`Inner::finish_establish`]).
+    fn establish(&self, id: ConnectionId, abort: Arc<Abort>, deadline: Option<Instant>);
     /// Drops connections the core closed, off the caller's path (a close
     /// may be I/O), each under a panic guard.
     fn close(&self, connections: Vec<C>);
@@ -201,8 +204,8 @@ impl<C> Deferred<'_, C> {
                 abort,
             } = *rare;
             later = fills;
-            for (id, abort) in establish {
-                driver.establish(id, abort);
+            for (id, abort, deadline) in establish {
+                driver.establish(id, abort, deadline);
             }
             if !close.is_empty() {
                 driver.close(close);
@@ -386,7 +389,8 @@ impl<C> Inner<C> {
                     self.last_issued = self.last_issued.max(Some(id));
                     let abort = Arc::new(Abort::default());
                     self.establishing.insert(id, abort.clone());
-                    deferred.rare().establish.push((id, abort));
+                    let deadline = self.core.establishment_deadline(id);
+                    deferred.rare().establish.push((id, abort, deadline));
                 }
                 Action::AbortEstablish { id } => {
                     if let Some(abort) = self.establishing.remove(&id) {

@@ -139,3 +139,59 @@ fn an_idle_connection_is_closed_once_max_idle_time_has_passed_and_not_before() {
     rt.run_until_stalled();
     assert_eq!(fake.alive(), 0, "closed, and dropped");
 }
+
+/// Records the deadline each establishment is given.
+#[derive(Clone, Default)]
+struct Deadlines(Arc<Mutex<Vec<Option<std::time::Instant>>>>);
+
+impl cmap_async::ManageConnection for Deadlines {
+    type Connection = ();
+    type Error = std::io::Error;
+
+    fn connect(&self) -> impl std::future::Future<Output = std::io::Result<()>> + Send {
+        std::future::ready(Err(std::io::Error::other("the pool calls connect_until")))
+    }
+
+    fn connect_until(
+        &self,
+        deadline: Option<std::time::Instant>,
+    ) -> impl std::future::Future<Output = std::io::Result<()>> + Send {
+        self.0.lock().unwrap().push(deadline);
+        std::future::ready(Ok(()))
+    }
+
+    fn classify(&self, _: &std::io::Error) -> cmap_async::EstablishErrorKind {
+        cmap_async::EstablishErrorKind::Other
+    }
+}
+
+/// CSOT: a connect a checkout started is told that checkout's deadline
+/// (the manager bounds it by `min(connectTimeoutMS, what is left)`); one
+/// for minPoolSize, or for a checkout without one, is told none.
+#[test]
+fn a_connect_is_told_the_deadline_of_the_checkout_that_started_it() {
+    let rt = ManualRuntime::new();
+    let deadlines = Deadlines::default();
+    let pool = Pool::builder()
+        .address("fake:27017")
+        .wait_queue_timeout(None)
+        .build_on(deadlines.clone(), rt.clone())
+        .expect("a pool");
+    let due = rt.now() + Duration::from_millis(100);
+    let first = rt
+        .block_on(pool.get_timeout(Duration::from_millis(100)))
+        .expect("made for it");
+    let second = rt.block_on(pool.get()).expect("made for it");
+    assert_eq!(*deadlines.0.lock().unwrap(), [Some(due), None]);
+    drop((first, second));
+
+    let deadlines = Deadlines::default();
+    let populated = Pool::builder()
+        .address("fake:27017")
+        .min_pool_size(1)
+        .build_on(deadlines.clone(), rt.clone())
+        .expect("a pool");
+    rt.advance(Duration::from_secs(1));
+    assert_eq!(populated.status().available, 1, "made for minPoolSize");
+    assert_eq!(*deadlines.0.lock().unwrap(), [None]);
+}

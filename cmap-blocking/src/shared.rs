@@ -472,7 +472,9 @@ impl<M: ManageConnection> Shared<M> {
 }
 
 impl<M: ManageConnection> Perform<M::Connection> for Shared<M> {
-    fn establish(&self, id: ConnectionId, abort: Arc<Abort>) {
+    /// A synchronous `connect` is not told the checkout's deadline: the
+    /// connect timeout bounds it.
+    fn establish(&self, id: ConnectionId, abort: Arc<Abort>, _deadline: Option<Instant>) {
         establish(self, id, abort);
     }
 

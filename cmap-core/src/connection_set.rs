@@ -134,6 +134,9 @@ impl<C> ConnectionSet<C> {
     pub(crate) fn pending_mut(&mut self, id: ConnectionId) -> Option<&mut Pending> {
         self.pending.get_mut(&id)
     }
+    pub(crate) fn pending(&self, id: ConnectionId) -> Option<&Pending> {
+        self.pending.get(&id)
+    }
     /// Removes the pending connections `pick` selects, in id order.
     pub(crate) fn extract_pending<F>(&mut self, mut pick: F) -> Vec<(ConnectionId, Pending)>
     where

@@ -164,6 +164,19 @@ impl<C> Pool<C> {
         Ok(())
     }
 
+    /// The deadline of the checkout that connection `id`, being
+    /// established, was started for, while that checkout still waits for
+    /// it; `None` for a connection started for minPoolSize, a checkout
+    /// without a deadline, and one served otherwise, timed out or
+    /// cancelled. A driver asks when it starts the `Action::Establish`,
+    /// to bound the establishment by what is left of the operation that
+    /// asked for it (client-side operations timeout, "Server Selection":
+    /// `min(connectTimeoutMS, what is left)`).
+    pub fn establishment_deadline(&self, id: ConnectionId) -> Option<Instant> {
+        let requester = self.conns.pending(id)?.requester?;
+        self.queue.get(requester)?.deadline
+    }
+
     /// `advance` for an input that reports connection `id`'s result: a
     /// checkout that expires now must not abandon the connection that has
     /// just arrived.

@@ -256,6 +256,10 @@ impl WaitQueue {
         self.entries.get_mut(&id).map(|entry| &mut entry.waiter)
     }
 
+    pub(crate) fn get(&self, id: WaiterId) -> Option<&Waiter> {
+        self.entries.get(&id).map(|entry| &entry.waiter)
+    }
+
     /// Queued checkouts in arrival order (for invariant checks).
     pub(crate) fn iter(&self) -> impl Iterator<Item = (WaiterId, &Waiter)> {
         self.entries.iter().map(|(id, entry)| (id, &entry.waiter))

@@ -27,6 +27,13 @@ macro_rules! as_async {
                 Async::connect(self)
             }
 
+            fn connect_until(
+                &self,
+                deadline: Option<Instant>,
+            ) -> impl Future<Output = Result<Self::Connection, Self::Error>> {
+                Async::connect_until(self, deadline)
+            }
+
             fn classify(&self, error: &Self::Error) -> EstablishErrorKind {
                 Async::classify(self, error)
             }

@@ -46,6 +46,19 @@ pub trait ManageConnection: 'static {
     /// `connect_timeout`; dropped if the pool no longer wants it.
     fn connect(&self) -> impl Future<Output = Result<Self::Connection, Self::Error>>;
 
+    /// [`connect`](ManageConnection::connect), told the deadline of the
+    /// checkout the connection is for (`None`: for `minPoolSize`, a
+    /// checkout without one, or one no longer waiting for it); this is
+    /// what the pool calls, as cmap-async's `connect_until`. The default
+    /// ignores it and calls `connect`.
+    fn connect_until(
+        &self,
+        deadline: Option<Instant>,
+    ) -> impl Future<Output = Result<Self::Connection, Self::Error>> {
+        let _ = deadline;
+        self.connect()
+    }
+
     /// What kind of failure a `connect` error was: `Network` (the pool
     /// retries with backoff, checkouts keep waiting), `Authentication` or
     /// `Other` (the pool is cleared).

@@ -354,6 +354,7 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
         let manager = self.manager.clone();
         let rt = self.rt.clone();
         let timeout = self.timeouts.connect;
+        let deadline = self.core.borrow().establishment_deadline(id);
         let panics = self.events.panics.clone();
         let mut report = Report {
             pool: self.me.clone(),
@@ -365,7 +366,7 @@ impl<M: ManageConnection, R: LocalRuntime> Shared<M, R> {
                 timeout.and_then(|after| Some((after, rt.sleep_until(rt.now().checked_add(after)?))));
             let outcome = cmap_async::driver::connect(
                 &*panics,
-                || manager.connect(),
+                || manager.connect_until(deadline),
                 |error| manager.classify(error),
                 timeout,
                 abort.wait(),

@@ -654,3 +654,57 @@ fn a_burst_of_deadlines_larger_than_one_timer_turn_all_fail_on_time() {
         assert!(long.await.unwrap().is_err_and(|e| e.is_timeout()));
     });
 }
+
+/// Records the deadline each connect is given, then connects as `Local`.
+struct Deadlines(Local, Rc<RefCell<Vec<Option<std::time::Instant>>>>);
+
+impl ManageConnection for Deadlines {
+    type Connection = Rc<u32>;
+    type Error = std::io::Error;
+    const CHECKS: bool = false;
+    const RESETS: bool = false;
+
+    fn connect(&self) -> impl Future<Output = Result<Rc<u32>, std::io::Error>> {
+        std::future::ready(Err(std::io::Error::other("the pool calls connect_until")))
+    }
+
+    fn connect_until(
+        &self,
+        deadline: Option<std::time::Instant>,
+    ) -> impl Future<Output = Result<Rc<u32>, std::io::Error>> {
+        self.1.borrow_mut().push(deadline);
+        self.0.connect()
+    }
+
+    fn classify(&self, e: &std::io::Error) -> EstablishErrorKind {
+        EstablishErrorKind::of_io(e)
+    }
+}
+
+/// As cmap-async's: a connect a checkout started is told its deadline;
+/// one for minPoolSize is told none.
+#[test]
+fn a_connect_is_told_the_deadline_of_the_checkout_that_started_it() {
+    local(|| async {
+        let seen = Rc::new(RefCell::new(Vec::new()));
+        let pool = Pool::<Deadlines, TokioLocal>::builder()
+            .address("localhost:5432")
+            .build(Deadlines(manager(1), seen.clone()))
+            .unwrap();
+        let before = std::time::Instant::now() + Duration::from_millis(500);
+        let conn = pool.get_timeout(Duration::from_millis(500)).await.unwrap();
+        let after = std::time::Instant::now() + Duration::from_millis(500);
+        let told = seen.borrow()[0].expect("the checkout's deadline");
+        assert!(before <= told && told <= after, "{told:?}");
+        drop(conn);
+
+        let seen = Rc::new(RefCell::new(Vec::new()));
+        let _pool = Pool::<Deadlines, TokioLocal>::builder()
+            .address("localhost:5432")
+            .min_pool_size(1)
+            .build_and_wait(Deadlines(manager(1), seen.clone()), Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!(*seen.borrow(), [None], "minPoolSize");
+    });
+}

@@ -1,6 +1,7 @@
 //! The async managers, written once for every async runtime: opening a
 //! connection (resolve, connect, TLS, `hello`, authentication, each
-//! bounded by what is left of `connectTimeoutMS`) and the pool's
+//! bounded by what is left of `connectTimeoutMS`, or as `timeoutMS` says:
+//! [`Limits`]) and the pool's
 //! `ManageConnection`. What differs between runtimes (their sockets, TLS
 //! streams and timers) is a [`Net`].
 
@@ -17,8 +18,9 @@ use cmap_core::{Address, EstablishErrorKind, ServiceId};
 
 use crate::connection::Connection;
 use crate::error::{Error, Stage};
-use crate::handshake::hello;
+use crate::handshake::{hello, HandshakeTimeout};
 use crate::manager::{Manager, Runtime};
+use crate::options::MongoOptions;
 use crate::settings::Settings;
 use crate::transport::Transport;
 
@@ -53,9 +55,10 @@ pub trait Net: Runtime {
 
 impl<N: Net> Manager<N> {
     /// Opens one connection: TCP, TLS, `hello`, authentication, each
-    /// bounded by what is left of `connectTimeoutMS`.
+    /// bounded by what is left of `connectTimeoutMS` (under `timeoutMS`,
+    /// the handshake's commands by `timeoutMS` each, as for `minPoolSize`).
     pub async fn open(&self) -> Result<Connection<N::Stream>, Error> {
-        open::<N>(&self.settings).await
+        open::<N>(&self.settings, None).await
     }
 }
 
@@ -67,6 +70,18 @@ impl<N: Net> ManageConnection for Manager<N> {
 
     fn connect(&self) -> impl Future<Output = Result<Connection<N::Stream>, Error>> + Send {
         self.open()
+    }
+
+    /// Under `timeoutMS`, a connection a checkout needs is bounded by what
+    /// is left of it: TCP and TLS by `min(connectTimeoutMS, left)`, each
+    /// handshake command by what is left (with `maxTimeMS`); one for no
+    /// checkout (`None`) bounds each handshake command by `timeoutMS`.
+    /// Without `timeoutMS`, `deadline` is ignored.
+    fn connect_until(
+        &self,
+        deadline: Option<Instant>,
+    ) -> impl Future<Output = Result<Connection<N::Stream>, Error>> + Send {
+        open::<N>(&self.settings, deadline)
     }
 
     /// [`Error::establish_kind`].
@@ -95,9 +110,57 @@ impl<N: Net> ManageConnection for Manager<N> {
     }
 }
 
-/// Opens one connection on the runtime `N`.
-async fn open<N: Net>(settings: &Settings) -> Result<Connection<N::Stream>, Error> {
-    let limit = settings.options.connect_timeout.map(|t| (Instant::now() + t, t));
+/// The bounds of opening one connection, by the client-side operations
+/// timeout specification ("Server Selection", "Background Connection
+/// Pooling"): with a deadline and its length (for the timeout error).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Limits {
+    /// TCP (with DNS) and TLS: `connectTimeoutMS`, or, under `timeoutMS`
+    /// for a checkout due by a deadline, `min(connectTimeoutMS, what is
+    /// left)`.
+    pub(crate) socket: Option<(Instant, Duration)>,
+    /// The `hello` and authentication together: `connectTimeoutMS`
+    /// without `timeoutMS`; under it, none (each command is bounded by
+    /// `commands` instead).
+    pub(crate) handshake: Option<(Instant, Duration)>,
+    /// Each handshake command.
+    pub(crate) commands: HandshakeTimeout,
+}
+
+impl Limits {
+    /// The limits of a connection opened at `now` with `options`, for a
+    /// checkout due by `checkout` (`None`: for `minPoolSize`, or for a
+    /// checkout without a deadline).
+    pub(crate) fn new(options: &MongoOptions, checkout: Option<Instant>, now: Instant) -> Limits {
+        let connect = options.connect_timeout.map(|t| (now + t, t));
+        let Some(timeout_ms) = options.timeout else {
+            return Limits {
+                socket: connect,
+                handshake: connect,
+                commands: HandshakeTimeout::None,
+            };
+        };
+        let left = checkout.map(|d| (d, d.saturating_duration_since(now)));
+        let socket = match (connect, left) {
+            (Some(connect), Some(left)) => Some(connect.min(left)),
+            (connect, left) => connect.or(left),
+        };
+        Limits {
+            socket,
+            handshake: None,
+            commands: HandshakeTimeout::new(Some(timeout_ms), checkout),
+        }
+    }
+}
+
+/// Opens one connection on the runtime `N`, for a checkout due by
+/// `checkout` (see [`Limits`]).
+async fn open<N: Net>(
+    settings: &Settings,
+    checkout: Option<Instant>,
+) -> Result<Connection<N::Stream>, Error> {
+    let limits = Limits::new(&settings.options, checkout, Instant::now());
+    let limit = limits.socket;
     let tcp = bounded::<N, _>(limit, Stage::Connect, connect::<N>(settings)).await?;
     let stream = match &settings.tls {
         None => N::plain(tcp),
@@ -117,6 +180,8 @@ async fn open<N: Net>(settings: &Settings) -> Result<Connection<N::Stream>, Erro
         }
     };
     let mut conn = Connection::new(stream, settings.address().clone());
+    conn.handshake_timeout = limits.commands;
+    let limit = limits.handshake;
     let auth = settings.authenticator()?;
     let reply = bounded::<N, _>(
         limit,
@@ -127,6 +192,7 @@ async fn open<N: Net>(settings: &Settings) -> Result<Connection<N::Stream>, Erro
     if let Some(auth) = auth {
         bounded::<N, _>(limit, Stage::Authentication, auth.authenticate(&mut conn, &reply)).await?;
     }
+    conn.handshake_timeout = HandshakeTimeout::None;
     Ok(conn)
 }
 
@@ -248,6 +314,53 @@ mod tests {
             "{err:?}"
         );
         assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
+    #[test]
+    fn the_limits_are_connect_timeout_ms_unless_timeout_ms_says_otherwise() {
+        let now = Instant::now();
+        let ms = Duration::from_millis;
+        let limits = |uri: &str, checkout_ms: Option<u64>| {
+            Limits::new(
+                &MongoOptions::parse(uri).unwrap(),
+                checkout_ms.map(|t| now + ms(t)),
+                now,
+            )
+        };
+        let connect = Some((now + ms(1000), ms(1000)));
+        // Without timeoutMS, connectTimeoutMS over all of it, checkout or not.
+        let before = Limits {
+            socket: connect,
+            handshake: connect,
+            commands: HandshakeTimeout::None,
+        };
+        let uri = "mongodb://db/?connectTimeoutMS=1000";
+        assert_eq!(limits(uri, Some(300)), before);
+        assert_eq!(limits(uri, None), before);
+        // A checkout: min(connectTimeoutMS, what is left) for the socket,
+        // what is left for each handshake command.
+        let uri = "mongodb://db/?connectTimeoutMS=1000&timeoutMS=5000";
+        let short = limits(uri, Some(300));
+        assert_eq!(short.socket, Some((now + ms(300), ms(300))));
+        assert_eq!(
+            (short.handshake, short.commands),
+            (None, HandshakeTimeout::Until(now + ms(300)))
+        );
+        assert_eq!(
+            limits(uri, Some(4000)).socket,
+            connect,
+            "connectTimeoutMS is shorter"
+        );
+        // minPoolSize: connectTimeoutMS, then timeoutMS per command.
+        let background = limits(uri, None);
+        assert_eq!(background.socket, connect);
+        assert_eq!(
+            (background.handshake, background.commands),
+            (None, HandshakeTimeout::Each(ms(5000)))
+        );
+        // connectTimeoutMS=0 (no limit): what is left alone.
+        let unbounded = limits("mongodb://db/?connectTimeoutMS=0&timeoutMS=5000", Some(300));
+        assert_eq!(unbounded.socket, Some((now + ms(300), ms(300))));
     }
 
     #[cfg(feature = "tokio")]

@@ -27,9 +27,9 @@ use cmap_core::{Address, ServiceId};
 
 use crate::connection::{Connection, ServerInfo};
 use crate::error::{Error, Stage};
-use crate::handshake::hello;
+use crate::handshake::{hello, HandshakeTimeout};
 use crate::manager::{Manager, Threads};
-use crate::operation::{deadline, jitter, no_connection, OverloadRetry};
+use crate::operation::{deadline, jitter, no_connection, overload_retries, OverloadRetry};
 use crate::transport::StdStream;
 
 /// A pooled connection of a [`MongoManager`].
@@ -115,7 +115,7 @@ impl MongoPool for cmap_blocking::Pool<MongoManager> {
         command: &Document,
         deadline: Option<Instant>,
     ) -> Result<Document, Error> {
-        let mut retry = OverloadRetry::new(self.manager().options().max_adaptive_retries);
+        let mut retry = OverloadRetry::new(overload_retries(self.manager().options()));
         loop {
             let error = match attempt(self, db, command, deadline) {
                 Err(error) => error,
@@ -163,7 +163,9 @@ pub type MongoManager = Manager<Threads>;
 
 impl Manager<Threads> {
     /// Opens one connection: TCP, TLS, `hello`, authentication, each step
-    /// given what is left of `connectTimeoutMS` as its socket timeout.
+    /// given what is left of `connectTimeoutMS` as its socket timeout
+    /// (under `timeoutMS`, the handshake's commands `timeoutMS` each, as
+    /// for `minPoolSize`: cmap-blocking tells no checkout's deadline).
     pub fn open(&self) -> Result<MongoConnection, Error> {
         let settings = &self.settings;
         let deadline = Deadline::new(settings.options.connect_timeout);
@@ -188,6 +190,14 @@ impl Manager<Threads> {
         };
         let mut conn = Connection::new(stream, settings.address().clone());
         let auth = settings.authenticator()?;
+        // Under timeoutMS, each handshake command bounds itself (the
+        // pool tells this manager of no checkout: "Background Connection
+        // Pooling"); without, connectTimeoutMS goes on.
+        conn.handshake_timeout = HandshakeTimeout::new(settings.options.timeout, None);
+        let deadline = match conn.handshake_timeout {
+            HandshakeTimeout::None => deadline,
+            _ => Deadline::new(None),
+        };
         deadline.arm(conn_tcp(&conn), Stage::Hello)?;
         let reply = finish(hello(
             &mut conn,
@@ -200,6 +210,7 @@ impl Manager<Threads> {
             deadline.arm(conn_tcp(&conn), Stage::Authentication)?;
             finish(auth.authenticate(&mut conn, &reply)).map_err(|e| deadline.timed_out(e))?;
         }
+        conn.handshake_timeout = HandshakeTimeout::None;
         // Commands have no socket timeout, as with the async manager.
         let tcp = conn_tcp(&conn);
         let _ = tcp

@@ -7,6 +7,7 @@ use bson::Document;
 use cmap_core::{Address, ServiceId};
 
 use crate::error::{CommandError, Error, ProtocolError, Stage};
+use crate::handshake::HandshakeTimeout;
 use crate::transport::Transport;
 use crate::wire::{self, Header, HEADER_LEN};
 
@@ -105,6 +106,9 @@ pub struct Connection<T> {
     last_used: Instant,
     /// The shortest round trip so far.
     min_rtt: Option<Duration>,
+    /// The bound of each handshake command (`round_trip`), set while the
+    /// connection is being opened.
+    pub(crate) handshake_timeout: HandshakeTimeout,
 }
 
 impl<T> fmt::Debug for Connection<T> {
@@ -129,6 +133,7 @@ impl<T: Transport> Connection<T> {
             broken: false,
             last_used: Instant::now(),
             min_rtt: None,
+            handshake_timeout: HandshakeTimeout::None,
         }
     }
 
@@ -203,16 +208,33 @@ impl<T: Transport> Connection<T> {
         }
     }
 
-    /// Sends `command` and reads the reply, whatever its `ok`. The
-    /// connection counts as broken from the first byte sent until the
-    /// reply is read, so that a future dropped in between leaves it so.
+    /// Sends a handshake command (`hello`, SCRAM) and reads the reply,
+    /// whatever its `ok`. The connection counts as broken from the first
+    /// byte sent until the reply is read, so that a future dropped in
+    /// between leaves it so. Under `timeoutMS` ([`HandshakeTimeout`]) the
+    /// command carries `maxTimeMS` and its I/O is bounded, as a command's
+    /// (client-side operations timeout, "Command Execution"); running out
+    /// is [`Error::Timeout`] of `stage`, which the pool reads as the
+    /// establishment's, not an operation's, timeout.
     pub(crate) async fn round_trip(
         &mut self,
         db: &str,
         command: &Document,
         stage: Stage,
     ) -> Result<Document, Error> {
-        self.exchange(db, command, stage, None).await
+        let started = Instant::now();
+        let Some(deadline) = self.handshake_timeout.deadline(started) else {
+            return self.exchange(db, command, stage, None).await;
+        };
+        let timed_out = Error::Timeout {
+            during: stage,
+            after: deadline.saturating_duration_since(started),
+        };
+        match self.exchange(db, command, stage, Some(deadline)).await {
+            Err(Error::TimedOut { .. }) => Err(timed_out),
+            Ok(reply) if max_time_expired(&reply).is_some() => Err(timed_out),
+            done => done,
+        }
     }
 
     /// [`round_trip`](Connection::round_trip), bounded by `deadline` if

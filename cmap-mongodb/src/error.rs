@@ -33,8 +33,9 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// `connectTimeoutMS` ran out.
-    #[error("timed out {during} (connectTimeoutMS {}ms)", after.as_millis())]
+    /// Opening a connection ran out of time: `connectTimeoutMS`, or under
+    /// `timeoutMS` what was left of it (see [`Manager`](crate::Manager)).
+    #[error("timed out {during} after {}ms (connectTimeoutMS, or timeoutMS)", after.as_millis())]
     Timeout {
         /// What the connection was doing.
         during: Stage,
@@ -442,7 +443,7 @@ mod tests {
             };
             assert_eq!(
                 timeout.to_string(),
-                format!("timed out {words} (connectTimeoutMS 2500ms)")
+                format!("timed out {words} after 2500ms (connectTimeoutMS, or timeoutMS)")
             );
             assert!(timeout.is_network());
         }

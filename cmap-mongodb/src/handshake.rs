@@ -1,6 +1,8 @@
 //! The MongoDB handshake (the handshake specification): the first
 //! command on every new connection, and what its reply must say.
 
+use std::time::{Duration, Instant};
+
 use bson::{doc, Binary, Document};
 
 use crate::auth::Authenticator;
@@ -13,6 +15,42 @@ use crate::transport::Transport;
 /// 8.0. A server whose range does not meet this one is refused.
 pub(crate) const MIN_WIRE_VERSION: i32 = 6;
 pub(crate) const MAX_WIRE_VERSION: i32 = 25;
+
+/// How long each handshake command (the `hello`, each SCRAM step) may
+/// take, by the client-side operations timeout specification: under
+/// `timeoutMS`, what is left of the checkout that needs the connection
+/// ("Server Selection"), or, for a connection made for no checkout
+/// (`minPoolSize`), `timeoutMS` from each command's start ("Background
+/// Connection Pooling": "refreshed after each command"). Without
+/// `timeoutMS`, no bound of its own: `connectTimeoutMS` bounds the
+/// establishment, as before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HandshakeTimeout {
+    None,
+    Until(Instant),
+    Each(Duration),
+}
+
+impl HandshakeTimeout {
+    /// The policy for a connection of a manager with `timeout_ms`
+    /// (`timeoutMS`), for a checkout due by `checkout` (`None`: for none).
+    pub(crate) fn new(timeout_ms: Option<Duration>, checkout: Option<Instant>) -> HandshakeTimeout {
+        match (timeout_ms, checkout) {
+            (None, _) => HandshakeTimeout::None,
+            (Some(_), Some(deadline)) => HandshakeTimeout::Until(deadline),
+            (Some(each), None) => HandshakeTimeout::Each(each),
+        }
+    }
+
+    /// The deadline of a command that starts at `now`.
+    pub(crate) fn deadline(self, now: Instant) -> Option<Instant> {
+        match self {
+            HandshakeTimeout::None => None,
+            HandshakeTimeout::Until(deadline) => Some(deadline),
+            HandshakeTimeout::Each(each) => Some(now + each),
+        }
+    }
+}
 
 /// The handshake command: the legacy `isMaster` with `helloOk` (or `hello`
 /// in load-balanced mode), the client metadata, `backpressure: "2"`,

@@ -13,8 +13,9 @@
 //! - Built from a `mongodb://` connection string: its one host is the
 //!   pool's address; `appName`, `username`/`password`, `authSource`,
 //!   `authMechanism` (SCRAM-SHA-256, SCRAM-SHA-1), `tls`/`ssl` with
-//!   `tlsCAFile` (rustls), `connectTimeoutMS`, `loadBalanced`, `timeoutMS`
-//!   and `maxAdaptiveRetries` are read;
+//!   `tlsCAFile` (rustls), `connectTimeoutMS`, `loadBalanced`, `timeoutMS`,
+//!   `maxAdaptiveRetries`, `retryReads`, `retryWrites` and
+//!   `enableOverloadRetargeting` (no effect on one server) are read;
 //!   any other driver option is refused by name ([`OptionsError`]); the
 //!   pool options (`maxPoolSize`, ...) are the pool builder's.
 //! - Each new connection: TCP (`TCP_NODELAY`), TLS, the handshake (legacy
@@ -22,7 +23,10 @@
 //!   client metadata, `backpressure: "2"`, the mechanism negotiation and a
 //!   speculative first SCRAM step), the reply checked (wire versions,
 //!   `serviceId` in load-balanced mode), then SCRAM. Each step is bounded
-//!   by what is left of `connectTimeoutMS`.
+//!   by what is left of `connectTimeoutMS`; under `timeoutMS`, by what the
+//!   checkout that needs the connection has left (the socket by the
+//!   shorter of the two), or for `minPoolSize` each handshake command by
+//!   `timeoutMS`.
 //! - [`Connection::run_command`]: one command, its reply or a typed error
 //!   ([`Error::Command`] with the server's code, codeName and labels).
 //! - [`MongoPool::run_command`] (and [`blocking::MongoPool`]): checkout and
@@ -31,7 +35,8 @@
 //!   carries `maxTimeMS`, the write and the reads are bounded, and
 //!   [`Error::TimedOut`] names the stage. With `maxAdaptiveRetries`, a
 //!   command the server refused as overloaded is retried after the client
-//!   backpressure specification's backoff, on a fresh checkout.
+//!   backpressure specification's backoff, on a fresh checkout, unless
+//!   `retryReads` or `retryWrites` is off.
 //!
 //! What the pool does with each kind of failure (the CMAP specification's
 //! "Backpressure-enabled" rules) is [`Error::establish_kind`]:

@@ -70,6 +70,18 @@ impl OverloadRetry {
     }
 }
 
+/// How many overload retries `options` allow a [`MongoPool`] command:
+/// `maxAdaptiveRetries`, if both `retryReads` and `retryWrites` are on
+/// (the client backpressure specification, "Overload retry policy" 2.4:
+/// "To retry `runCommand`, both ... MUST be enabled"), else none.
+pub(crate) fn overload_retries(options: &MongoOptions) -> u32 {
+    if options.retry_reads && options.retry_writes {
+        options.max_adaptive_retries
+    } else {
+        0
+    }
+}
+
 /// A jitter in `[0, 1)` from the operating system's random source (0.5
 /// if it fails: the average).
 pub(crate) fn jitter() -> f64 {
@@ -77,14 +89,16 @@ pub(crate) fn jitter() -> f64 {
 }
 
 /// A checkout that gave no connection: with a deadline, a wait that ran
-/// out is [`Error::TimedOut`] (at [`Stage::CheckOut`], the pool's error
-/// inside); anything else is [`Error::Pool`].
+/// out, or any failure at or past the deadline (the connect the checkout
+/// started, cut at that deadline, may report first), is
+/// [`Error::TimedOut`] (at [`Stage::CheckOut`], the pool's error inside);
+/// anything else is [`Error::Pool`].
 pub(crate) fn no_connection<E>(error: E, timed_out: bool, deadline: Option<Instant>) -> Error
 where
     E: std::error::Error + Send + Sync + 'static,
 {
     let pool = Error::Pool(Box::new(error));
-    if deadline.is_some() && timed_out {
+    if deadline.is_some_and(|deadline| timed_out || Instant::now() >= deadline) {
         Error::TimedOut {
             during: Stage::CheckOut,
             cause: Some(Box::new(pool)),
@@ -159,7 +173,7 @@ impl<N: crate::async_open::Net, R: cmap_async::Runtime> MongoPool for cmap_async
         command: &'a Document,
         deadline: Option<Instant>,
     ) -> Result<Document, Error> {
-        let mut retry = OverloadRetry::new(self.manager().options().max_adaptive_retries);
+        let mut retry = OverloadRetry::new(overload_retries(self.manager().options()));
         loop {
             let error = match attempt(self, db, command, deadline).await {
                 Err(error) => error,
@@ -272,6 +286,27 @@ mod tests {
         );
         let mut retry = OverloadRetry::new(2);
         assert!(retry.next(&overloaded(Some(10)), Some(soon), 1.0).is_some());
+    }
+
+    #[test]
+    fn a_checkout_failing_at_its_deadline_is_a_timeout() {
+        let refused = || std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let past = Some(Instant::now());
+        let err = no_connection(refused(), false, past);
+        assert!(
+            matches!(err, Error::TimedOut { during: Stage::CheckOut, cause: Some(ref c) } if matches!(**c, Error::Pool(_))),
+            "{err:?}"
+        );
+        let ahead = Some(Instant::now() + Duration::from_secs(60));
+        assert!(matches!(no_connection(refused(), false, ahead), Error::Pool(_)));
+        assert!(matches!(
+            no_connection(refused(), true, ahead),
+            Error::TimedOut { .. }
+        ));
+        assert!(
+            matches!(no_connection(refused(), true, None), Error::Pool(_)),
+            "no deadline"
+        );
     }
 
     #[test]

@@ -21,8 +21,11 @@ const SUPPORTED: &[&str] = &[
     "authMechanism",
     "authSource",
     "connectTimeoutMS",
+    "enableOverloadRetargeting",
     "loadBalanced",
     "maxAdaptiveRetries",
+    "retryReads",
+    "retryWrites",
     "ssl",
     "timeoutMS",
     "tls",
@@ -44,7 +47,9 @@ pub struct MongoOptions {
     pub tls: Option<TlsOptions>,
     /// `connectTimeoutMS`: bounds the TCP connect, the TLS handshake, the
     /// `hello` and authentication of each new connection (`None`: no
-    /// limit; the pool's own connect timeout still applies).
+    /// limit; the pool's own connect timeout still applies). Under
+    /// `timeoutMS`, TCP and TLS only (the shorter of it and what the
+    /// checkout has left), and `timeout` bounds the handshake's commands.
     pub connect_timeout: Option<Duration>,
     /// `loadBalanced`: the handshake asks for load-balanced mode and the
     /// reply must carry a `serviceId`.
@@ -60,6 +65,17 @@ pub struct MongoOptions {
     /// and on a fresh checkout (the client backpressure specification).
     /// 0 (the default here: opt-in) retries nothing.
     pub max_adaptive_retries: u32,
+    /// `retryReads` (default `true`). [`MongoPool`](crate::MongoPool)'s
+    /// commands are the specification's `runCommand`: retried as
+    /// overloaded only while both this and `retry_writes` are on.
+    pub retry_reads: bool,
+    /// `retryWrites` (default `true`): see `retry_reads`.
+    pub retry_writes: bool,
+    /// `enableOverloadRetargeting` (default `false`): read, and of no
+    /// effect here. It deprioritizes the overloaded server in server
+    /// selection for the retry; a pool serves one server, whom the retry
+    /// goes back to either way.
+    pub enable_overload_retargeting: bool,
 }
 
 /// `Debug` shows whether there is a credential, not what it is.
@@ -74,6 +90,9 @@ impl fmt::Debug for MongoOptions {
             .field("load_balanced", &self.load_balanced)
             .field("timeout", &self.timeout)
             .field("max_adaptive_retries", &self.max_adaptive_retries)
+            .field("retry_reads", &self.retry_reads)
+            .field("retry_writes", &self.retry_writes)
+            .field("enable_overload_retargeting", &self.enable_overload_retargeting)
             .finish()
     }
 }
@@ -142,7 +161,8 @@ pub enum OptionsError {
     /// A known driver option this manager does not implement.
     #[error(
         "cmap-mongodb does not support the connection string option {option} (it reads appName, \
-         authMechanism, authSource, connectTimeoutMS, loadBalanced, maxAdaptiveRetries, timeoutMS, tls, ssl, tlsCAFile \
+         authMechanism, authSource, connectTimeoutMS, enableOverloadRetargeting, loadBalanced, maxAdaptiveRetries, \
+         retryReads, retryWrites, timeoutMS, tls, ssl, tlsCAFile \
          and the pool's options)"
     )]
     Unsupported {
@@ -201,6 +221,9 @@ impl MongoOptions {
             load_balanced: false,
             timeout: None,
             max_adaptive_retries: 0,
+            retry_reads: true,
+            retry_writes: true,
+            enable_overload_retargeting: false,
         }
     }
 
@@ -242,6 +265,9 @@ impl MongoOptions {
                 reason: "a whole number of retries (0: none)",
             })?;
         }
+        options.retry_reads = flag(cs, "retryReads")?.unwrap_or(true);
+        options.retry_writes = flag(cs, "retryWrites")?.unwrap_or(true);
+        options.enable_overload_retargeting = flag(cs, "enableOverloadRetargeting")?.unwrap_or(false);
         let tls = match (flag(cs, "tls")?, flag(cs, "ssl")?) {
             (Some(a), Some(b)) if a != b => return Err(OptionsError::TlsConflict),
             (a, b) => a.or(b).unwrap_or(false),
@@ -419,6 +445,30 @@ mod tests {
             retries("mongodb://db/?maxAdaptiveRetries=-1"),
             Err(OptionsError::Invalid {
                 option: "maxAdaptiveRetries",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn retry_reads_and_writes_default_on_and_retargeting_off() {
+        let o = MongoOptions::parse("mongodb://db").unwrap();
+        assert_eq!(
+            (o.retry_reads, o.retry_writes, o.enable_overload_retargeting),
+            (true, true, false)
+        );
+        let o = MongoOptions::parse(
+            "mongodb://db/?retryReads=false&retryWrites=false&enableOverloadRetargeting=true",
+        )
+        .unwrap();
+        assert_eq!(
+            (o.retry_reads, o.retry_writes, o.enable_overload_retargeting),
+            (false, false, true)
+        );
+        assert!(matches!(
+            MongoOptions::parse("mongodb://db/?retryWrites=1"),
+            Err(OptionsError::Invalid {
+                option: "retryWrites",
                 ..
             })
         ));

@@ -439,3 +439,24 @@ pub(crate) fn closed_port() -> std::net::SocketAddr {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.local_addr().unwrap()
 }
+
+/// A [`mongod`] that answers each command `delay` late, and every command
+/// it was sent, on any connection.
+pub(crate) fn mongod_recorded(
+    delay: std::time::Duration,
+) -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::Mutex<Vec<Document>>>,
+) {
+    let sent = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = sent.clone();
+    let address = serve(move || {
+        let (mut inner, record) = (mongod(), record.clone());
+        move |command: &Document| {
+            record.lock().unwrap().push(command.clone());
+            std::thread::sleep(delay);
+            inner(command)
+        }
+    });
+    (address, sent)
+}

@@ -316,6 +316,33 @@ fn an_overloaded_server_is_retried_with_the_formulas_backoff_on_fresh_checkouts(
     });
 }
 
+/// Client backpressure, "Overload retry policy" 2.4: `runCommand` is
+/// retried only with both `retryReads` and `retryWrites` on.
+#[test]
+fn a_command_is_retried_as_overloaded_only_with_both_retry_reads_and_retry_writes() {
+    for (flags, attempts) in [
+        ("retryReads=false&", 1),
+        ("retryWrites=false&", 1),
+        ("retryReads=true&retryWrites=true&", 2),
+    ] {
+        let (address, arrivals) = overloaded_server(1, 1);
+        runtime().block_on(async {
+            let pool = pool(&format!("mongodb://{address}/?maxAdaptiveRetries=2&{flags}"));
+            let outcome = pool.run_command("db", &doc! { "find": "c" }).await;
+            assert_eq!(arrivals.lock().unwrap().len(), attempts, "{flags}");
+            assert_eq!(outcome.is_ok(), attempts == 2, "{flags}");
+        });
+    }
+    let (address, arrivals) = overloaded_server(1, 1);
+    let uri = format!("mongodb://{address}/?maxAdaptiveRetries=2&retryWrites=false&maxPoolSize=1");
+    let pool = cmap_blocking::Pool::builder()
+        .connection_string(&uri)
+        .build(crate::blocking::MongoManager::new(&uri).unwrap())
+        .unwrap();
+    assert!(crate::blocking::MongoPool::run_command(&pool, "db", &doc! { "find": "c" }).is_err());
+    assert_eq!(arrivals.lock().unwrap().len(), 1, "blocking: the same");
+}
+
 #[test]
 fn overload_retries_end_within_timeout_ms() {
     // A base of 1 s: the backoff (up to 2 s, then 4 s) rarely fits in
@@ -337,5 +364,144 @@ fn overload_retries_end_within_timeout_ms() {
             "{err:?}"
         );
         assert!((1..=6).contains(&arrivals.lock().unwrap().len()));
+    });
+}
+
+/// The `maxTimeMS` of each handshake command (the `hello`, the SCRAM
+/// steps) `sent` holds, emptying it.
+fn handshake_max_time_ms(sent: &std::sync::Mutex<Vec<Document>>) -> Vec<Option<i64>> {
+    let handshake = ["isMaster", "saslStart", "saslContinue"];
+    std::mem::take(&mut *sent.lock().unwrap())
+        .iter()
+        .filter(|c| handshake.iter().any(|name| c.contains_key(name)))
+        .map(|c| c.get_i64("maxTimeMS").ok())
+        .collect()
+}
+
+#[test]
+fn handshake_commands_carry_what_the_checkout_has_left_or_timeout_ms_for_min_pool_size() {
+    let (address, sent) = crate::test_server::mongod_recorded(Duration::ZERO);
+    let uri = format!("mongodb://app:secret@{address}/shop?timeoutMS=60000&");
+    runtime().block_on(async {
+        // A connection the checkout needs: what is left of its deadline.
+        let pool = pool(&uri);
+        let deadline = Instant::now() + Duration::from_secs(2);
+        pool.run_command_until("db", &doc! { "ping": 1 }, Some(deadline))
+            .await
+            .unwrap();
+        let sent_ms = handshake_max_time_ms(&sent);
+        assert_eq!(
+            sent_ms.len(),
+            2,
+            "hello (with saslStart), saslContinue: {sent_ms:?}"
+        );
+        assert!(
+            sent_ms
+                .iter()
+                .all(|ms| ms.is_some_and(|ms| (1_000..=2_000).contains(&ms))),
+            "{sent_ms:?}"
+        );
+
+        // One made for minPoolSize: timeoutMS for each command.
+        let pool = pool_min_one(&uri);
+        while pool.status().available == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let sent_ms = handshake_max_time_ms(&sent);
+        assert!(
+            sent_ms.len() == 2
+                && sent_ms
+                    .iter()
+                    .all(|ms| ms.is_some_and(|ms| (59_000..=60_000).contains(&ms))),
+            "{sent_ms:?}"
+        );
+
+        // Without timeoutMS, as before: no maxTimeMS.
+        let pool = crate::hostile_tests::pool(&format!("mongodb://app:secret@{address}/shop?"));
+        pool.run_command("db", &doc! { "ping": 1 }).await.unwrap();
+        assert_eq!(handshake_max_time_ms(&sent), [None, None]);
+    });
+}
+
+fn pool_min_one(uri: &str) -> cmap_tokio::Pool<crate::MongoManager> {
+    crate::hostile_tests::pool(&format!("{uri}minPoolSize=1&"))
+}
+
+#[test]
+fn a_hello_never_answered_ends_with_the_checkouts_time_or_timeout_ms_not_connect_timeout_ms() {
+    use cmap_async::ManageConnection;
+    let address = crate::test_server::silent();
+    runtime().block_on(async {
+        // connectTimeoutMS 5 s; the checkout that needs the connection
+        // has 150 ms left.
+        let manager = crate::MongoManager::new(&format!(
+            "mongodb://{address}/?timeoutMS=60000&connectTimeoutMS=5000"
+        ))
+        .unwrap();
+        let started = Instant::now();
+        let err = manager
+            .connect_until(Some(started + Duration::from_millis(150)))
+            .await
+            .unwrap_err();
+        within(started, Duration::from_millis(150));
+        assert!(
+            matches!(err, Error::Timeout { during: Stage::Hello, after } if after <= Duration::from_millis(150)),
+            "{err:?}"
+        );
+        assert_eq!(err.establish_kind(), cmap_core::EstablishErrorKind::Network, "labelled, no clear");
+
+        // For minPoolSize: timeoutMS (200 ms) for the hello.
+        let manager = crate::MongoManager::new(&format!(
+            "mongodb://{address}/?timeoutMS=200&connectTimeoutMS=5000"
+        ))
+        .unwrap();
+        let started = Instant::now();
+        let err = manager.connect_until(None).await.unwrap_err();
+        within(started, Duration::from_millis(200));
+        assert!(
+            matches!(err, Error::Timeout { during: Stage::Hello, after } if after == Duration::from_millis(200)),
+            "{err:?}"
+        );
+    });
+    // The blocking manager, told of no checkout, does the same.
+    let uri = format!("mongodb://{address}/?timeoutMS=200&connectTimeoutMS=5000");
+    let manager = crate::blocking::MongoManager::new(&uri).unwrap();
+    let started = Instant::now();
+    let err = manager.open().unwrap_err();
+    within(started, Duration::from_millis(200));
+    assert!(
+        matches!(err, Error::Timeout { during: Stage::Hello, after } if after == Duration::from_millis(200)),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn for_min_pool_size_each_handshake_command_gets_timeout_ms_afresh() {
+    use cmap_async::ManageConnection;
+    // Each reply 300 ms late: the hello and saslContinue take 600 ms
+    // together, each within its own 500 ms.
+    let (address, _) = crate::test_server::mongod_recorded(Duration::from_millis(300));
+    let uri = format!("mongodb://app:secret@{address}/shop?timeoutMS=500&connectTimeoutMS=5000");
+    runtime().block_on(async {
+        let manager = crate::MongoManager::new(&uri).unwrap();
+        let started = Instant::now();
+        manager
+            .connect_until(None)
+            .await
+            .expect("refreshed after each command");
+        assert!(started.elapsed() >= Duration::from_millis(600));
+        // For a checkout with 500 ms left, the same handshake does not fit.
+        let started = Instant::now();
+        let err = manager
+            .connect_until(Some(started + Duration::from_millis(500)))
+            .await
+            .unwrap_err();
+        within(started, Duration::from_millis(500));
+        // The hello, or (as a rule) the SCRAM step after it, ran out.
+        let cause = match &err {
+            Error::Authentication { cause, .. } => cause,
+            _ => &err,
+        };
+        assert!(matches!(cause, Error::Timeout { .. }), "{err:?}");
     });
 }

@@ -17,6 +17,7 @@ pub mod mongo;
 pub mod pg;
 pub mod refusals;
 pub mod soak;
+pub mod third_party;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -535,37 +536,6 @@ fn without_numbers(text: &str) -> String {
     out
 }
 
-/// How late each pool's slowest `get()` of the blackhole returned (ms past
-/// its deadline) and its error (`None`: a success): one sentence, the
-/// first pool's error quoted, every later one only where it reads
-/// otherwise than those before it but for its numbers. Empty without
-/// samples; otherwise it begins with a blank line and ends with a newline.
-fn slowest_markdown(lead: &str, samples: &[(&str, f64, Option<String>)]) -> String {
-    if samples.is_empty() {
-        return String::new();
-    }
-    let mut quoted: Vec<String> = Vec::new();
-    let mut each = Vec::new();
-    for (i, (pool, late, err)) in samples.iter().enumerate() {
-        let mut item = format!("{pool} {late:+.1} ms");
-        if i == 0 {
-            item.push_str(" after its deadline");
-        }
-        match err {
-            None => item.push_str(", a success"),
-            Some(e) => {
-                let key = without_numbers(e);
-                if !quoted.contains(&key) {
-                    item.push_str(&format!(" (`{e}`)"));
-                    quoted.push(key);
-                }
-            }
-        }
-        each.push(item);
-    }
-    format!("\n{}: {}.\n", capitalized(lead), each.join("; "))
-}
-
 /// Down for less than the wait timeout.
 fn short_down(o: &Outcome) -> Vec<Option<f64>> {
     let back = o.marks.back.expect("a return");
@@ -634,27 +604,17 @@ fn long_down_recovery(o: &Outcome) -> Vec<Option<f64>> {
     ]
 }
 
-/// A `get()` of the blackhole: how late it returned (ms past its deadline)
-/// and its error (`None`: a success).
-type Lateness = (f64, Option<String>);
-
-/// The blackhole's row, and its slowest `get()`.
-fn blackhole(o: &Outcome, cmap: bool) -> (Vec<Option<f64>>, Option<Lateness>) {
+/// The blackhole's row.
+fn blackhole(o: &Outcome, cmap: bool) -> Vec<Option<f64>> {
     let lateness: Vec<f64> = o.recs.iter().map(|r| diff_ms(r.end, r.start + WAIT)).collect();
-    let latest = o
-        .recs
-        .iter()
-        .max_by_key(|r| r.end.saturating_duration_since(r.start));
-    let sample = latest.map(|r| (diff_ms(r.end, r.start + WAIT), r.err.clone()));
     let late = lateness.iter().filter(|l| **l > ms(LATE_OK)).count();
     let failed = o.recs.iter().filter(|r| !r.ok).count();
-    let row = vec![
+    vec![
         max(lateness.iter().copied()),
         Some(late as f64),
         Some(failed as f64),
         cmap.then_some(o.cleared as f64),
-    ];
-    (row, sample)
+    ]
 }
 
 fn cut(o: &Outcome) -> Vec<Option<f64>> {
@@ -967,15 +927,46 @@ fn spike(pool: &str, link: Link) -> Vec<Option<f64>> {
     ]
 }
 
-/// The spike's table title for `link`.
+/// The spike's label for `link`, in the list and the rows of the spikes'
+/// table.
 fn spike_title(link: Link) -> &'static str {
     if !link.packet.is_zero() {
-        "Spike over a long link"
+        "long link"
     } else if !link.connect.is_zero() {
-        "Spike, connects slowed by the proxy"
+        "slowed connects"
     } else {
-        "Spike"
+        "direct"
     }
+}
+
+/// The spikes' tables as one (they share their columns and targets): each
+/// spike described in a list, then a row per spike and pool. Empty
+/// without a spike.
+fn spikes_markdown(spikes: &[Table]) -> String {
+    let Some(first) = spikes.first() else {
+        return String::new();
+    };
+    let mut s = String::from("### Spike\n\n");
+    for t in spikes {
+        s.push_str(&format!("- **{}**: {}\n", t.title, t.what));
+    }
+    s.push_str("\n| spike | pool |");
+    for (name, _) in &first.columns {
+        s.push_str(&format!(" {name} |"));
+    }
+    s.push_str(" targets |\n| --- | --- |");
+    s.push_str(&" --: |".repeat(first.columns.len()));
+    s.push_str(" --- |\n");
+    for t in spikes {
+        for (pool, runs) in &t.rows {
+            s.push_str(&format!("| {} | {pool} |", t.title));
+            for (i, (_, unit)) in t.columns.iter().enumerate() {
+                s.push_str(&format!(" {} |", Table::cell(runs, i, *unit)));
+            }
+            s.push_str(&format!(" {} |\n", t.verdict(runs)));
+        }
+    }
+    s
 }
 
 /// What the spike over a long link is.
@@ -1015,20 +1006,16 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
     let mut loads = vec![uptime()];
     let mut short = Table {
         title: "Server down for less than the wait timeout",
-        what: "Refused (and its sessions closed) for 1 s, then accepting again; wait timeout 5 s. \
-               *failed*: failed `get()`s in the whole run (target 0); *waiting at return*: successful `get()`s \
-               begun before the return and finished after it; *served after return*: the latest of them, from \
-               the instant the proxy accepted again to its success; then, from the connect \
-               attempts the manager saw: when the first one after the return began, how long a successful one \
-               took (median), and when the 10th connection (maxPoolSize) was made, all from the return; *query failures*: \
-               `select 1` failures (sessions closed under the load: not checkout failures); *connects during the \
-               outage*: connect attempts the manager began while the proxy refused, per second (target ≤ 25).",
+        what: "Refused (sessions closed) for 1 s. Times from the return: *served after return*, the latest of the \
+               `get()`s *waiting at return*; the connect columns, from the manager's attempts. *failed*: in the run \
+               (target 0); *query failures*: `select 1` on closed sessions; *connects during the outage*: per \
+               second (target ≤ 25).",
         columns: vec![
             ("failed", Unit::Count),
             ("waiting at return", Unit::Count),
             ("of them served ≤ 20 ms", Unit::Count),
             ("served after return (ms, latest)", Unit::Ms),
-            ("first connect after return begins (ms)", Unit::Ms),
+            ("first connect begins (ms)", Unit::Ms),
             ("a connect takes (ms, median)", Unit::Ms),
             ("10th connection made (ms)", Unit::Ms),
             ("query failures", Unit::Count),
@@ -1044,9 +1031,8 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
     };
     let mut deadlines = Table {
         title: "Server down for longer than the wait timeout: deadlines",
-        what: "Refused (and its sessions closed) for 8 s; wait timeout 5 s. The failed `get()`s whose deadline fell \
-               in the outage: how many, how many failed *before* their deadline (target 0), \
-               and when they returned relative to their deadline (target: from 0 to +2 ms).",
+        what: "Refused (sessions closed) for 8 s: the failed `get()`s whose deadline fell in the outage, how many \
+               failed before it (target 0), and their return relative to it (target 0 to +2 ms).",
         columns: vec![
             ("failed in outage", Unit::Count),
             ("before deadline", Unit::Count),
@@ -1058,35 +1044,11 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
         samples: Vec::new(),
         sample_is: "the last failing `get()`'s error",
     };
-    let mut recovery = Table {
-        title: "Refused for 8 s under load: recovery",
-        what: "The same runs: the first successful `get()` after the proxy accepts again, the \
-               failed `get()`s begun after the return (target 0), and, for scale, the failures during the outage; \
-               when the first connect attempt after the return began and how long a successful one took; connect \
-               attempts begun during the refusal, per second (target ≤ 25).",
-        columns: vec![
-            ("first success after return (ms)", Unit::Ms),
-            ("first connect after return begins (ms)", Unit::Ms),
-            ("a connect takes (ms, median)", Unit::Ms),
-            ("failed after return", Unit::Count),
-            ("failed during outage", Unit::Count),
-            ("connects during the outage (/s)", Unit::Count),
-        ],
-        rows: Vec::new(),
-        targets: vec![
-            (3, 0.0, "failures after the return"),
-            (5, REFUSED_RATE, "more than 25 connects a second during the outage"),
-        ],
-        samples: Vec::new(),
-        sample_is: "the last failing `get()`'s error",
-    };
     let mut hole = Table {
         title: "Blackhole, with a round-trip check",
-        what: "For 8 s the proxy forwards nothing (new connections are accepted and held); every pool's check \
-               before handing out a connection runs `select 1`. The async load gives up on a query after 1 s and \
-               returns the connection, so the next `get()` checks it. *latest vs deadline*: the latest return of \
-               any `get()` relative to its deadline (target ≤ +2 ms); *cleared*: `ConnectionPoolCleared` events \
-               (cmap pools only).",
+        what: "For 8 s the proxy forwards nothing; every pool's checkout check runs `select 1`, and the async load \
+               abandons a query after 1 s, leaving the next `get()` to check the connection. *latest vs deadline*: \
+               of any `get()` (target ≤ +2 ms); *cleared*: `ConnectionPoolCleared` events.",
         columns: vec![
             ("latest vs deadline (ms)", Unit::Ms),
             ("late > 2 ms", Unit::Count),
@@ -1096,14 +1058,12 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
         rows: Vec::new(),
         targets: vec![(0, ms(LATE_OK), "a get() returned > 2 ms late")],
         samples: Vec::new(),
-        sample_is: "the `get()` that took longest (last run)",
+        sample_is: "the last failing `get()`'s error",
     };
-    // The blackhole's slowest `get()` per pool (see [`slowest_markdown`]).
-    let mut slowest: Vec<(&'static str, f64, Option<String>)> = Vec::new();
     let mut cuts = Table {
         title: "Cut",
-        what: "Every proxied session closed at once, new ones accepted. Failed `get()`s begun after the cut \
-               (target 0), and `select 1` failures on the sessions cut under the load.",
+        what: "Every session closed at once: failed `get()`s begun after the cut (target 0); `select 1` failures on \
+               the cut sessions.",
         columns: vec![("failed after cut", Unit::Count), ("query failures", Unit::Count)],
         rows: Vec::new(),
         targets: vec![(0, 0.0, "failures after the cut")],
@@ -1122,15 +1082,13 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
         .map(|link| Table {
             title: spike_title(*link),
             what: if link.connect.is_zero() && link.packet.is_zero() {
-                "Default options but maxPoolSize 50, minPoolSize 5 (deadpool has none); 1 s after `build`, 50 \
-                 requests at once, each holding its connection 150 ms. *connect*: the median connect through the \
-                 proxy; *p50/p99*: arrival to release; *opened*: connects started by the burst; *build to \
-                 minPoolSize*: until the 5th connect finished; *over target*: that minus (minPoolSize ÷ \
-                 maxConnecting) × connect + 10 ms, negative when met; *over paced target*: the same with whole \
-                 rounds, ⌈minPoolSize ÷ maxConnecting⌉ × connect + 10 ms; *paced model*: the best a pool opening 2 \
-                 connections at a time can do, from the measured connect time."
+                "maxPoolSize 50, minPoolSize 5 (deadpool has none), other options default; 1 s after `build`, 50 \
+                 requests at once, each holding its connection 150 ms. *connect*: median; *p50/p99*: arrival to \
+                 release; *paced model*: the best at 2 connects at a time; *opened*: by the burst; *build to \
+                 minPoolSize*: to the 5th connect's end; *over target*: that minus (minPoolSize ÷ maxConnecting) × \
+                 connect + 10 ms; *over paced target*: the same with ⌈minPoolSize ÷ maxConnecting⌉; negative: met."
             } else if link.packet.is_zero() {
-                "The same, with the proxy's delay mode adding latency before each new connection is forwarded."
+                "The same, the proxy delaying each new connection before forwarding it."
             } else {
                 SPIKE_OVER_A_LONG_LINK
             },
@@ -1163,19 +1121,14 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
                 deadlines.samples.retain(|(p, _)| *p != pool);
                 deadlines.samples.push((pool, sample));
             }
-            let row = long_down_recovery(&out);
-            eprintln!("    {row:?}");
-            recovery.push(pool, row);
+            // The recovery is `outage --refuse-only`'s table (refusals.rs).
+            eprintln!("    {:?}", long_down_recovery(&out));
 
             eprintln!("  {pool}: blackhole {} s", BLACKHOLE.as_secs());
             let out = drive(pool, Scenario::Blackhole);
-            let (row, sample) = blackhole(&out, cmap);
+            let row = blackhole(&out, cmap);
             eprintln!("    {row:?}");
             hole.push(pool, row);
-            if let Some((late, err)) = sample {
-                slowest.retain(|(p, _, _)| *p != pool);
-                slowest.push((pool, late, err));
-            }
 
             eprintln!("  {pool}: cut");
             let out = drive(pool, Scenario::Cut);
@@ -1192,19 +1145,15 @@ pub fn run(o: &OutageOptions) -> Result<(), String> {
         }
         loads.push(uptime());
     }
-    let hole = format!(
-        "{}{}",
-        hole.table_markdown(),
-        slowest_markdown(hole.sample_is, &slowest)
-    );
     let mut body = vec![
         short.markdown(),
         deadlines.markdown(),
-        recovery.markdown(),
-        hole,
+        hole.markdown(),
         cuts.markdown(),
     ];
-    body.extend(spikes.iter().map(Table::markdown));
+    if !spikes.is_empty() {
+        body.push(spikes_markdown(&spikes));
+    }
     let body = body.join("\n");
     let secs = began.elapsed().as_secs_f64();
     println!("{body}");
@@ -1234,33 +1183,28 @@ fn document(o: &OutageOptions, body: &str, loads: &[String], secs: f64, path: &P
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     format!(
         "# Reliability: the pools when the server misbehaves\n\n\
-         What happens to an application's checkouts when PostgreSQL refuses connections, drops them, or stops \
-         answering, measured for cmap-tokio and cmap-blocking beside deadpool 0.13 and bb8 0.9 (issues 16 and 50).\n\n\
+         How checkouts fare when PostgreSQL refuses connections, drops them or stops answering: cmap-tokio and \
+         cmap-blocking beside deadpool 0.13 and bb8 0.9 (issues 16 and 50).\n\n\
          ## How it is measured\n\n\
-         `bench outage` puts a TCP fault proxy written for it (`bench/src/outage/proxy.rs`, on tokio, loopback \
-         only) in front of the local PostgreSQL (127.0.0.1:5432, trust authentication). The proxy passes, \
-         refuses (its listener closed, bound again on the same port when it passes again), cuts (closes every \
-         session, keeps accepting), blackholes (accepts, forwards nothing, existing sessions stop forwarding) or \
-         delays new connections, switched while the load runs.\n\n\
-         The load is what a new user would write: maxPoolSize 10, a 5 s wait timeout, every other option at the \
-         pool's builder default, 50 tasks looping over `get()` and `select 1` with a 10 ms pause after an error \
-         (cmap-tokio, deadpool and bb8 with `tokio-postgres` on a 2-worker tokio runtime; cmap-blocking with the \
-         synchronous `postgres` crate on 50 threads). The managers are written in `bench/src/outage/pg.rs`, the \
-         same for every pool: connect, refuse a closed session before handing it out (in the blackhole \
-         scenario: a round trip instead, `select 1`, which the blocking manager bounds by the time left before the checkout's deadline). Each pool gets a fresh proxy and runs alone; every scenario \
-         runs for every pool, {runs} times. Each cell is the minimum–maximum over the {runs} runs.\n\n\
+         `bench outage` switches a TCP fault proxy (`bench/src/outage/proxy.rs`, loopback) in front of \
+         PostgreSQL (127.0.0.1:5432, trust authentication) while the load runs: it passes, refuses (listener \
+         closed), cuts (closes every session), blackholes (accepts, forwards nothing) or delays new \
+         connections.\n\n\
+         The load is a new user's: maxPoolSize 10, a 5 s wait timeout, other options at the builder's defaults, 50 \
+         tasks looping over `get()` and `select 1`, pausing 10 ms after an error (`tokio-postgres` on a 2-worker \
+         tokio runtime; cmap-blocking: the `postgres` crate on 50 threads). One manager for every pool \
+         (`bench/src/outage/pg.rs`): connect, refuse a closed session on checkout (blackhole: a `select 1` round \
+         trip instead, within the checkout's deadline). Each pool runs alone with a fresh proxy, each scenario \
+         {runs} times: a cell is the minimum–maximum of the {runs} runs; *targets* judges the worst run by issues \
+         16 and 50 ([recovery](#connects-during-an-outage)).\n\n\
          ```sh\ncargo run --release -p bench -- outage --out docs\n```\n\n\
-         (this run: `bench {args}`, {secs:.0} s). The *targets* column compares the worst run with issue 16's \
-         targets and issue 50's (at most 25 connects a second to a refusing server; the recovery against \
-         deadpool's: `outage --refuse-only`, [below](#connects-during-an-outage)).\n\n\
-         **Caveats.** The machine is shared: {cores} cores, other builds running beside the benchmark; load \
-         averages (1, 5, 15 min) at the start and after each run: {loads}. Millisecond figures include the \
-         scheduling delay of a loaded machine (a task woken late returns late). The refusal is the proxy's, on \
-         loopback: a real server that goes down may leave connects hanging instead (that is the blackhole).\n\n\
+         This run: `bench {args}`, {secs:.0} s, {cores} shared cores, load average {load}: milliseconds include a \
+         loaded machine's scheduling delay. The refusal is the proxy's: a real server that goes down may leave \
+         connects hanging instead (the blackhole).\n\n\
          ## Figures\n\n{body}\n{notes}",
         runs = o.runs,
         args = o.args.join(" "),
-        loads = loads.join(" / "),
+        load = mongo::load_range(loads),
     )
 }
 
@@ -1302,24 +1246,5 @@ mod tests {
                 pg::CMAP_BLOCKING
             )
         );
-    }
-
-    #[test]
-    fn the_slowest_gets_in_one_sentence() {
-        let slow = [
-            ("cmap-tokio", 1.8, Some(TIMED_OUT.to_owned())),
-            (pg::CMAP_BLOCKING, 1.8, Some(TIMED_OUT.replace("5000 ms", "0 ms"))),
-            ("deadpool", 3005.9, None),
-            ("bb8", 1.8, Some("Timed out in bb8".to_owned())),
-        ];
-        assert_eq!(
-            slowest_markdown("the `get()` that took longest (last run)", &slow),
-            format!(
-                "\nThe `get()` that took longest (last run): cmap-tokio +1.8 ms after its deadline (`{TIMED_OUT}`); \
-                 {} +1.8 ms; deadpool +3005.9 ms, a success; bb8 +1.8 ms (`Timed out in bb8`).\n",
-                pg::CMAP_BLOCKING
-            )
-        );
-        assert_eq!(slowest_markdown("x", &[]), "");
     }
 }

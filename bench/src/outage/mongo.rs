@@ -11,6 +11,7 @@
 //! read before and after each run.
 
 mod report;
+pub(super) use report::load_range;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

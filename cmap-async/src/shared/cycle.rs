@@ -324,8 +324,13 @@ impl<M: ManageConnection, R: Runtime> Shared<M, R> {
 }
 
 impl<M: ManageConnection, R: Runtime> Perform<M::Connection> for Shared<M, R> {
-    fn establish(&self, id: cmap_core::ConnectionId, abort: std::sync::Arc<crate::abort::Abort>) {
-        crate::establish::spawn(self, id, abort);
+    fn establish(
+        &self,
+        id: cmap_core::ConnectionId,
+        abort: std::sync::Arc<crate::abort::Abort>,
+        deadline: Option<Instant>,
+    ) {
+        crate::establish::spawn(self, id, abort, deadline);
     }
 
     fn close(&self, close: Vec<M::Connection>) {

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::support::Harness;
+use crate::support::{Conn, Harness};
 use crate::{failed_reasons, io_error, one_connection_checked_in, opts, quiet};
 use cmap_core::{
     CheckOut, CheckOutError, CheckOutFailedReason, Clear, ClosedReason, EstablishFailure, PoolOptions,
@@ -237,4 +237,33 @@ fn a_zero_wait_queue_timeout_still_takes_an_available_connection() {
     );
     assert_eq!(h.delivered.len(), 1);
     assert_eq!(h.delivered[0].0, w);
+}
+
+/// CSOT ("Server Selection"): a connection a checkout started is bounded by
+/// what is left of it; the core names that checkout's deadline for as long
+/// as the checkout waits for that connection, and none for minPoolSize.
+#[test]
+fn an_establishment_knows_the_deadline_of_the_checkout_that_started_it() {
+    let options = opts().max_pool_size(3).min_pool_size(3).max_connecting(3);
+    let mut h = Harness::ready(options.build().unwrap());
+    let until = h.now + Duration::from_millis(300);
+    h.pool.handle_check_out_until(h.now, Some(until));
+    h.pool.handle_check_out_until(h.now, None);
+    h.drain();
+    let [first, second] = h.establishing[..] else {
+        panic!("{:?}", h.establishing)
+    };
+    assert_eq!(h.pool.establishment_deadline(first), Some(until));
+    assert_eq!(h.pool.establishment_deadline(second), None, "no deadline");
+    // The background run makes the third, for minPoolSize: no checkout.
+    h.advance(0);
+    let third = *h.establishing.last().unwrap();
+    assert_ne!(third, second);
+    assert_eq!(h.pool.establishment_deadline(third), None, "minPoolSize");
+    // Its checkout served by another connection: the first no longer has one.
+    h.pool
+        .handle_established(h.now, second, Conn(second.0), None)
+        .unwrap();
+    h.drain();
+    assert_eq!(h.pool.establishment_deadline(first), None, "served otherwise");
 }

@@ -36,7 +36,7 @@ const FAULT_COLUMNS: [(&str, Unit, Better); 7] = [
     ("of them checkouts", Unit::Count, Better::Lower),
     ("first success after return (ms)", Unit::Ms, Better::Lower),
     ("slowest operation (ms)", Unit::Ms, Better::LowerPastDeadline),
-    ("latest return past the deadline (ms)", Unit::Ms, Better::Neither),
+    ("past the deadline (ms)", Unit::Ms, Better::Neither),
     ("server connections opened", Unit::Count, Better::Neither),
     ("connects during the outage (/s)", Unit::Count, Better::Lower),
 ];
@@ -54,7 +54,7 @@ fn table(
             rows: Vec::new(),
             targets: Vec::new(),
             samples: Vec::new(),
-            sample_is: "the last failing operation's error (of the latest run that had one)",
+            sample_is: "last error (latest run with one)",
         },
         columns.iter().map(|c| c.2).collect(),
     )
@@ -83,14 +83,11 @@ impl Tables {
                 ),
                 table(
                     "Refused for 1 s at start",
-                    "The proxy refuses connections from before the pool is built until 1 s later (shorter than the \
-                     5 s deadline), under the load. *failed operations*: in the whole run; *of them checkouts*: \
-                     `pool.get()` errors (ours; the official driver's checkout is inside `run_command`); *first \
-                     success after return*: from the instant the proxy accepted again; *slowest operation*: the \
-                     longest any operation took; *latest return past the deadline*: that, less the 5 s deadline \
-                     (–: no operation reached it); *connects during the outage*: the pool's `ConnectionCreated` \
-                     events while the proxy refused, per second (the official driver's monitor probes, every \
-                     500 ms, are not the pool's and not counted).",
+                    "Connections refused from before `build` until 1 s later, under the load. *of them checkouts*: \
+                     `pool.get()` errors (the official driver checks out inside `run_command`); *first success after \
+                     return*: from the return; *past the deadline*: the slowest operation less 5 s (–: none reached it); \
+                     *connects during the outage*: the pool's `ConnectionCreated` events while refused, per second (not \
+                     the official driver's monitor probes, every 500 ms).",
                     &FAULT_COLUMNS,
                 ),
                 table(
@@ -100,17 +97,14 @@ impl Tables {
                 ),
                 table(
                     "Restart",
-                    "A warm pool (1 s of load); then every proxied session closed at once and new connections \
-                     refused for 1 s, then accepted again. Operations in flight on a closed session fail.",
+                    "A warm pool (1 s of load); every session closed at once, new connections refused for 1 s.",
                     &FAULT_COLUMNS,
                 ),
                 table(
                     "Blackhole for 8 s",
-                    "A warm pool; for 8 s the proxy forwards nothing (new connections accepted and held, existing \
-                     sessions stalled: what they had sent is delivered after), then passes again. The operations \
-                     stalled give up at their 5 s deadline; a command abandoned mid-way leaves its connection \
-                     unusable, and each pool closes it. *first success after return* –: none before the load \
-                     stopped, 3 s after the return.",
+                    "A warm pool; for 8 s the proxy forwards nothing (new connections held, sessions stalled, their bytes \
+                     delivered after). Stalled operations give up at their 5 s deadline; each pool closes a connection \
+                     whose command was abandoned mid-way. *first success after return* –: none in the 3 s after it.",
                     &FAULT_COLUMNS,
                 ),
             ],
@@ -196,19 +190,18 @@ impl Tables {
         let wait = WAIT.as_secs();
         let command = format!("```sh\ncargo run --release -p bench -- {}\n```", o.args.join(" "));
         let setup = format!(
-            "Run on {date} ({secs:.0} s; load average {load} on the {cores}-core machine). Each cell is the \
-             minimum–maximum over {runs} runs; in each run the two pools run back to back, each with a fresh \
-             proxy, pool and 2-worker tokio runtime, against FerretDB {ferret} through the fault proxy \
-             (`cmap_testkit::proxy`). Server connections are FerretDB's own count (its `/debug/metrics`).\n\n\
-             - **ours** (cmap-tokio with cmap-mongodb's `MongoManager`): `{ours}`. An operation is \
-             `pool.run_command(\"admin\", {{ping: 1}})` (`MongoPool`): `timeoutMS` bounds the checkout, \
-             then the command (`maxTimeMS`, the write, the reads); nothing bounded by hand.\n\
-             - **official** (the `mongodb` crate {driver}): `{official}`, every other option at its default. An \
-             operation is `run_command({{ping: 1}})` bounded at {wait} s by `tokio::time::timeout`: this driver \
-             has no checkout timeout and no timeoutMS. It retries, with backoff, an operation whose error is \
-             labelled SystemOverloadedError.\n\
-             - **load**: {tasks} tasks, each looping over one operation, a {pause} ms pause after a failure; \
-             {after} s of load after the server's return.\n",
+            "Run on {date} ({secs:.0} s; load average {load}, {cores} cores); a cell is the minimum–maximum of \
+             {runs} runs, each running the two pools back to back with a fresh proxy (`cmap_testkit::proxy`), \
+             pool and 2-worker tokio runtime, against FerretDB {ferret} (server connections: its \
+             `/debug/metrics`).\n\n\
+             - **ours** (cmap-tokio, cmap-mongodb's `MongoManager`): `{ours}`; an operation is \
+             `pool.run_command(\"admin\", {{ping: 1}})`, `timeoutMS` bounding the checkout, then the command \
+             (`maxTimeMS`, write, reads); nothing bounded by hand.\n\
+             - **official** (`mongodb` {driver}): `{official}`, other options default; an operation is \
+             `run_command({{ping: 1}})` under a {wait} s `tokio::time::timeout` (no checkout timeout, no \
+             timeoutMS); it retries, with backoff, errors labelled SystemOverloadedError.\n\
+             - **load**: {tasks} tasks, one operation at a time, pausing {pause} ms after a failure, until \
+             {after} s after the return.\n",
             date = today(),
             load = load_range(loads),
             runs = o.runs,
@@ -220,12 +213,7 @@ impl Tables {
             pause = PAUSE.as_millis(),
             after = AFTER.as_secs(),
         );
-        let mut faults = String::new();
-        for (t, _) in &self.tables[1..] {
-            faults.push_str(&t.table_markdown());
-            faults.push_str(&errors(t));
-            faults.push('\n');
-        }
+        let faults = faults(&self.tables[1..]);
         let (steady, better) = &self.tables[0];
         let steady = format!(
             "{}{}\n{}\n",
@@ -235,8 +223,8 @@ impl Tables {
         );
         let reliability = format!(
             "{BEGIN_LINE}\n\n## MongoDB: our pool beside the official driver's\n\n\
-             The faults of the PostgreSQL figures above, for cmap-tokio with cmap-mongodb's manager and for the \
-             official MongoDB Rust driver's own pool; the steady load's figures are in \
+             The PostgreSQL faults above, for cmap-tokio with cmap-mongodb's manager and for the official MongoDB \
+             Rust driver's pool; steady load: \
              [benchmarks.md](benchmarks.md#mongodb-our-pool-beside-the-official-drivers).\n\n\
              {command}\n\n{setup}\n{faults}{END}\n"
         );
@@ -252,13 +240,50 @@ impl Tables {
     }
 }
 
+/// The fault tables as one: each fault described in a list, one table
+/// with a row per fault and pool (the faults share their columns), then
+/// each fault's errors. Empty without a table.
+fn faults(tables: &[(Table, Vec<Better>)]) -> String {
+    let Some((first, _)) = tables.first() else {
+        return String::new();
+    };
+    let mut s = String::from("### Faults\n\n");
+    for (t, _) in tables {
+        s.push_str(&format!("- **{}**: {}\n", t.title, t.what));
+    }
+    s.push_str("\n| fault | pool |");
+    for (name, _) in &first.columns {
+        s.push_str(&format!(" {name} |"));
+    }
+    s.push_str("\n| --- | --- |");
+    s.push_str(&" --: |".repeat(first.columns.len()));
+    s.push('\n');
+    for (t, _) in tables {
+        for (pool, runs) in &t.rows {
+            s.push_str(&format!("| {} | {pool} |", t.title));
+            for (i, (_, unit)) in t.columns.iter().enumerate() {
+                s.push_str(&format!(" {} |", Table::cell(runs, i, *unit)));
+            }
+            s.push('\n');
+        }
+    }
+    for (t, _) in tables {
+        let e = errors(t);
+        if !e.is_empty() {
+            s.push_str(&format!("\n**{}.**\n{e}", t.title));
+        }
+    }
+    s.push('\n');
+    s
+}
+
 /// The Debug tail of the official driver's error when it has no labels,
 /// source or server response: left out where the error is quoted inline.
 const EMPTY_DETAILS: &str = ", labels: {}, source: None, server response: None";
 
 /// The longest error quoted inline in a sentence; a longer one gets a
 /// block of its own.
-const INLINE_MAX: usize = 200;
+const INLINE_MAX: usize = 250;
 
 /// Each pool's last failing operation's error: quoted inline in one
 /// sentence when every one is short, else each in a block of its own.
@@ -297,7 +322,7 @@ fn errors(t: &Table) -> String {
 }
 
 /// The 1-minute load averages of `loads` ("1 5 15" each), lowest–highest.
-fn load_range(loads: &[String]) -> String {
+pub(crate) fn load_range(loads: &[String]) -> String {
     let first: Vec<f64> = loads
         .iter()
         .filter_map(|l| l.split_whitespace().next()?.parse().ok())
@@ -451,6 +476,26 @@ mod tests {
             )
         );
         assert_eq!(errors(&table_with(&[])), "");
+    }
+
+    #[test]
+    fn the_faults_share_one_table_and_keep_their_errors() {
+        let mut a = table_with(&[(0, "network error while running a command: early eof")]);
+        a.title = "Restart";
+        a.push(POOLS[0], vec![Some(5.0); FAULT_COLUMNS.len()]);
+        let mut b = table_with(&[]);
+        b.title = "Blackhole";
+        b.push(POOLS[1], vec![None; FAULT_COLUMNS.len()]);
+        let s = faults(&[(a, Vec::new()), (b, Vec::new())]);
+        assert_eq!(s.matches("| fault | pool |").count(), 1);
+        assert!(s.starts_with("### Faults\n\n- **Restart**: w\n- **Blackhole**: w\n\n"));
+        assert!(s.contains(&format!("| Restart | {} | 5 | 5 | 5.0 |", POOLS[0])));
+        assert!(s.contains(&format!("| Blackhole | {} | – |", POOLS[1])));
+        assert!(s.ends_with(
+            "\n**Restart.**\n\nThe last failing operation's error: ours `network error while running a command: \
+             early eof`.\n\n"
+        ));
+        assert_eq!(faults(&[]), "");
     }
 
     #[test]
