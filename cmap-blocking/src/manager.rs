@@ -1,6 +1,6 @@
 //! The synchronous connection manager.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cmap_async::{Address, EstablishErrorKind, ServiceId};
 
@@ -39,6 +39,16 @@ pub trait ManageConnection: Send + Sync + 'static {
     /// Opens a connection ready for use: TCP, handshake, authentication,
     /// and any per-connection setup. Runs on a thread of its own.
     fn connect(&self) -> Result<Self::Connection, Self::Error>;
+
+    /// [`connect`](Self::connect) for a checkout due by `deadline`
+    /// (`None`: for `minPoolSize`, or a checkout with no deadline); this
+    /// is what the pool calls. A protocol whose connect has a deadline of
+    /// its own (MongoDB's `timeoutMS`: `min(connectTimeoutMS, what is
+    /// left)`) uses it. The default ignores it and calls `connect`.
+    fn connect_until(&self, deadline: Option<Instant>) -> Result<Self::Connection, Self::Error> {
+        let _ = deadline;
+        self.connect()
+    }
 
     /// What kind of failure a `connect` error was: a network error or
     /// timeout (possibly overload: the pool keeps retrying and checkouts

@@ -472,10 +472,10 @@ impl<M: ManageConnection> Shared<M> {
 }
 
 impl<M: ManageConnection> Perform<M::Connection> for Shared<M> {
-    /// A synchronous `connect` is not told the checkout's deadline: the
-    /// connect timeout bounds it.
-    fn establish(&self, id: ConnectionId, abort: Arc<Abort>, _deadline: Option<Instant>) {
-        establish(self, id, abort);
+    /// `deadline`: the checkout's the connection is for, told to the
+    /// manager's `connect_until`; the connect timeout bounds it anyway.
+    fn establish(&self, id: ConnectionId, abort: Arc<Abort>, deadline: Option<Instant>) {
+        establish(self, id, abort, deadline);
     }
 
     fn close(&self, connections: Vec<M::Connection>) {
@@ -518,7 +518,12 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> bool {
 /// guard; another thread gives up on it at the connect timeout (the
 /// connection, should it come later, is dropped) or when the core aborts
 /// it. Whichever comes first reports, once.
-fn establish<M: ManageConnection>(shared: &Shared<M>, id: ConnectionId, abort: Arc<Abort>) {
+fn establish<M: ManageConnection>(
+    shared: &Shared<M>,
+    id: ConnectionId,
+    abort: Arc<Abort>,
+    checkout: Option<Instant>,
+) {
     let reported = Arc::new(AtomicBool::new(false));
     if let Some(after) = shared.connect_timeout {
         let (pool, abort, reported) = (shared.me.clone(), abort.clone(), reported.clone());
@@ -540,7 +545,7 @@ fn establish<M: ManageConnection>(shared: &Shared<M>, id: ConnectionId, abort: A
         shared.events.panics().clone(),
     );
     let started = spawn("cmap-connect", move || {
-        let result = match panics.call(Hook::Connect, || manager.connect()) {
+        let result = match panics.call(Hook::Connect, || manager.connect_until(checkout)) {
             Ok(Ok(conn)) => Ok(conn),
             Ok(Err(error)) => Err(EstablishError::new(manager.classify(&error), error)),
             Err(panicked) => Err(EstablishError::other(panicked)),

@@ -545,3 +545,52 @@ fn metrics_are_fed_from_the_pools_inputs() {
     let opened = rec.counter("cmap_connections_opened_total{address=metrics:5432}");
     assert_eq!(opened, 2);
 }
+
+/// A manager that records the deadline each connect is told.
+struct Deadlines(SyncFake, Arc<Mutex<Vec<Option<Instant>>>>);
+
+impl cmap_blocking::ManageConnection for Deadlines {
+    type Connection = cmap_testkit::Conn;
+    type Error = FakeError;
+
+    fn connect(&self) -> Result<cmap_testkit::Conn, FakeError> {
+        unreachable!("the pool calls connect_until")
+    }
+
+    fn connect_until(&self, deadline: Option<Instant>) -> Result<cmap_testkit::Conn, FakeError> {
+        self.1.lock().unwrap().push(deadline);
+        self.0.connect()
+    }
+
+    fn classify(&self, error: &FakeError) -> cmap_blocking::EstablishErrorKind {
+        error.kind()
+    }
+}
+
+/// As cmap-async's: a connect a checkout started is told its deadline;
+/// one for minPoolSize is told none.
+#[test]
+fn a_connect_is_told_the_deadline_of_the_checkout_that_started_it() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let pool = cmap_blocking::Pool::builder()
+        .address("fake:27017")
+        .build(Deadlines(SyncFake::default(), seen.clone()))
+        .unwrap();
+    let before = Instant::now() + Duration::from_millis(500);
+    let conn = pool.get_timeout(Duration::from_millis(500)).unwrap();
+    let after = Instant::now() + Duration::from_millis(500);
+    let told = seen.lock().unwrap()[0].expect("the checkout's deadline");
+    assert!(before <= told && told <= after, "{told:?}");
+    drop(conn);
+
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let _pool = cmap_blocking::Pool::builder()
+        .address("fake:27017")
+        .min_pool_size(1)
+        .build_and_wait(
+            Deadlines(SyncFake::default(), seen.clone()),
+            Duration::from_secs(5),
+        )
+        .unwrap();
+    assert_eq!(*seen.lock().unwrap(), [None], "minPoolSize");
+}

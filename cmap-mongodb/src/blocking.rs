@@ -27,7 +27,7 @@ use cmap_core::{Address, ServiceId};
 
 use crate::connection::{Connection, ServerInfo};
 use crate::error::{Error, Stage};
-use crate::handshake::{hello, HandshakeTimeout};
+use crate::handshake::{hello, HandshakeTimeout, Limits};
 use crate::manager::{Manager, Threads};
 use crate::operation::{deadline, jitter, no_connection, overload_retries, OverloadRetry};
 use crate::transport::StdStream;
@@ -165,10 +165,19 @@ impl Manager<Threads> {
     /// Opens one connection: TCP, TLS, `hello`, authentication, each step
     /// given what is left of `connectTimeoutMS` as its socket timeout
     /// (under `timeoutMS`, the handshake's commands `timeoutMS` each, as
-    /// for `minPoolSize`: cmap-blocking tells no checkout's deadline).
+    /// for `minPoolSize`).
     pub fn open(&self) -> Result<MongoConnection, Error> {
+        self.open_until(None)
+    }
+
+    /// [`open`](Self::open) for a checkout due by `checkout`: under
+    /// `timeoutMS`, TCP and TLS get `min(connectTimeoutMS, what is left)`
+    /// and each handshake command what is left (the async manager's
+    /// `connect_until`, the same [`Limits`]).
+    fn open_until(&self, checkout: Option<Instant>) -> Result<MongoConnection, Error> {
         let settings = &self.settings;
-        let deadline = Deadline::new(settings.options.connect_timeout);
+        let limits = Limits::new(&settings.options, checkout, Instant::now());
+        let deadline = Deadline { limit: limits.socket };
         let tcp = connect(settings.address(), &deadline)?;
         let stream = match &settings.tls {
             None => StdStream::Plain(tcp),
@@ -190,13 +199,11 @@ impl Manager<Threads> {
         };
         let mut conn = Connection::new(stream, settings.address().clone());
         let auth = settings.authenticator()?;
-        // Under timeoutMS, each handshake command bounds itself (the
-        // pool tells this manager of no checkout: "Background Connection
-        // Pooling"); without, connectTimeoutMS goes on.
-        conn.handshake_timeout = HandshakeTimeout::new(settings.options.timeout, None);
-        let deadline = match conn.handshake_timeout {
-            HandshakeTimeout::None => deadline,
-            _ => Deadline::new(None),
+        // Under timeoutMS, each handshake command bounds itself; without,
+        // connectTimeoutMS goes on.
+        conn.handshake_timeout = limits.commands;
+        let deadline = Deadline {
+            limit: limits.handshake,
         };
         deadline.arm(conn_tcp(&conn), Stage::Hello)?;
         let reply = finish(hello(
@@ -230,6 +237,7 @@ struct Deadline {
 }
 
 impl Deadline {
+    #[cfg(test)]
     fn new(timeout: Option<Duration>) -> Deadline {
         Deadline {
             limit: timeout.map(|t| (Instant::now() + t, t)),
@@ -312,6 +320,12 @@ impl ManageConnection for Manager<Threads> {
 
     fn connect(&self) -> Result<MongoConnection, Error> {
         self.open()
+    }
+
+    /// [`open`](Manager::open), bounded as `timeoutMS` says for a checkout
+    /// due by `deadline` (see the async manager's `connect_until`).
+    fn connect_until(&self, deadline: Option<Instant>) -> Result<MongoConnection, Error> {
+        self.open_until(deadline)
     }
 
     fn classify(&self, error: &Error) -> EstablishErrorKind {

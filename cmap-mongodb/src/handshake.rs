@@ -244,3 +244,46 @@ mod tests {
         );
     }
 }
+
+/// The bounds of opening one connection, by the client-side operations
+/// timeout specification ("Server Selection", "Background Connection
+/// Pooling"): with a deadline and its length (for the timeout error).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Limits {
+    /// TCP (with DNS) and TLS: `connectTimeoutMS`, or, under `timeoutMS`
+    /// for a checkout due by a deadline, `min(connectTimeoutMS, what is
+    /// left)`.
+    pub(crate) socket: Option<(Instant, Duration)>,
+    /// The `hello` and authentication together: `connectTimeoutMS`
+    /// without `timeoutMS`; under it, none (each command is bounded by
+    /// `commands` instead).
+    pub(crate) handshake: Option<(Instant, Duration)>,
+    /// Each handshake command.
+    pub(crate) commands: HandshakeTimeout,
+}
+
+impl Limits {
+    /// The limits of a connection opened at `now` with `options`, for a
+    /// checkout due by `checkout` (`None`: for `minPoolSize`, or for a
+    /// checkout without a deadline).
+    pub(crate) fn new(options: &MongoOptions, checkout: Option<Instant>, now: Instant) -> Limits {
+        let connect = options.connect_timeout.map(|t| (now + t, t));
+        let Some(timeout_ms) = options.timeout else {
+            return Limits {
+                socket: connect,
+                handshake: connect,
+                commands: HandshakeTimeout::None,
+            };
+        };
+        let left = checkout.map(|d| (d, d.saturating_duration_since(now)));
+        let socket = match (connect, left) {
+            (Some(connect), Some(left)) => Some(connect.min(left)),
+            (connect, left) => connect.or(left),
+        };
+        Limits {
+            socket,
+            handshake: None,
+            commands: HandshakeTimeout::new(Some(timeout_ms), checkout),
+        }
+    }
+}

@@ -463,7 +463,8 @@ fn a_hello_never_answered_ends_with_the_checkouts_time_or_timeout_ms_not_connect
             "{err:?}"
         );
     });
-    // The blocking manager, told of no checkout, does the same.
+    // The blocking manager does the same: told of no checkout, and of
+    // one with 150 ms left.
     let uri = format!("mongodb://{address}/?timeoutMS=200&connectTimeoutMS=5000");
     let manager = crate::blocking::MongoManager::new(&uri).unwrap();
     let started = Instant::now();
@@ -471,6 +472,17 @@ fn a_hello_never_answered_ends_with_the_checkouts_time_or_timeout_ms_not_connect
     within(started, Duration::from_millis(200));
     assert!(
         matches!(err, Error::Timeout { during: Stage::Hello, after } if after == Duration::from_millis(200)),
+        "{err:?}"
+    );
+    let uri = format!("mongodb://{address}/?timeoutMS=60000&connectTimeoutMS=5000");
+    let manager = crate::blocking::MongoManager::new(&uri).unwrap();
+    let started = Instant::now();
+    let err =
+        cmap_blocking::ManageConnection::connect_until(&manager, Some(started + Duration::from_millis(150)))
+            .unwrap_err();
+    within(started, Duration::from_millis(150));
+    assert!(
+        matches!(err, Error::Timeout { during: Stage::Hello, after } if after <= Duration::from_millis(150)),
         "{err:?}"
     );
 }
