@@ -97,8 +97,8 @@ impl<M: ManageConnection, R: Runtime> Future for Checkout<'_, M, R> {
 
     // Always inlined, as are `Cycle::check_out`, `Shared::read_clock` and
     // `Shared::lock` inside it: left to the inliner, the first poll and
-    // its clock read went out of line in cmap-blocking's checkout (about
-    // 55 instructions a cycle) and cmap-tokio's (about 15).
+    // its clock read go out of line, a call on every checkout (the cost
+    // per cycle: docs/benchmarks.md, `bench instructions`).
     #[inline(always)]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let shared = self.shared;

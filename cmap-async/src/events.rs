@@ -166,7 +166,7 @@ impl<'a> Outbox<'a> {
     fn sink(&mut self, hub: &'a EventHub) -> &mut Vec<Event> {
         if matches!(self, Outbox::Empty | Outbox::Queued(_)) {
             // Neither holds a lock: forgotten, the old value needs no drop
-            // code here (12 instructions an input with events).
+            // code on this path, which every input with events takes.
             std::mem::forget(std::mem::replace(self, hub.open()));
         }
         match self {

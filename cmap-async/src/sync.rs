@@ -6,7 +6,8 @@
 //! parking_lot's mutex, not std's: the pool never relies on poisoning (the
 //! state under each lock is consistent between inputs), and std's guard
 //! reads the thread's panic count when taken and again when released,
-//! about 15 instructions a check out and check in together.
+//! on every check out and check in (the cost per cycle:
+//! docs/benchmarks.md, "Where a cycle goes").
 
 #[cfg(not(loom))]
 pub(crate) use parking_lot::{Mutex, MutexGuard};

@@ -62,10 +62,10 @@ impl<C> Pool<C> {
     #[inline(never)]
     fn poll_timeout_otherwise(&self) -> Option<Instant> {
         // The table's rows written out, in its order: a loop over
-        // `Timer::ALL` through `timer_at` costs the waiting path of
-        // cmap-tokio about 10% more instructions per cycle (3,206 -> 3,529
-        // under callgrind), so the table checks this at the end instead,
-        // in every build with debug assertions (the tests').
+        // `Timer::ALL` through `timer_at` is measurably dearer on the
+        // waiting path (regime (b) of docs/benchmarks.md), so the table
+        // checks this at the end instead, in every build with debug
+        // assertions (the tests').
         let mut next = earliest(self.queue.next_deadline(), self.next_run);
         if self.state == PoolState::Paused {
             next = earliest(next, self.backoff.auto_ready_at);
