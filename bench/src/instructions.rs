@@ -572,6 +572,7 @@ pub fn markdown(m: &Measured, args: &[String]) -> String {
     let r = ratio(a(TOKIO), a(BB8));
     target("cmap-tokio (a) ≤ bb8 (a)", show(r), r.map(|r| r <= 1.0));
     let r = ratio(a(BLOCKING), a(R2D2));
+    target("cmap-blocking (a) ≤ 1.2× r2d2 (a)", show(r), r.map(|r| r <= 1.2));
     target("cmap-blocking (a) ≤ r2d2 (a)", show(r), r.map(|r| r <= 1.0));
     let r = ratio(a(LOCAL), a(FLOOR_ASYNC));
     target(
